@@ -1,0 +1,1 @@
+"""robotmem_ros: long-term memory that runs on the robot."""

