@@ -1,0 +1,191 @@
+"""Every tunable of robotmem, in one table.
+
+The engine, the node and the CLI read the same ``MemoryConfig``. Each field carries the
+metadata the node needs to declare it as a ROS parameter (description, range, choices,
+read-only), so a parameter and its engine setting can never drift apart in name, default or
+bounds. ``config/params.yaml`` lists the same names with the same defaults (a test checks it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from robotmem_ros.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """How one setting is exposed and validated."""
+
+    description: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+    read_only: bool = False
+
+
+def _p(default: Any, description: str, *, lo: float | None = None, hi: float | None = None,
+       choices: tuple[str, ...] = (), read_only: bool = False) -> Any:
+    spec = ParamSpec(description, lo, hi, choices, read_only)
+    return field(default=default, metadata={'spec': spec})
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """All settings; field names are the ROS parameter names."""
+
+    # --- store -------------------------------------------------------------------------------
+    db_path: str = _p('', 'SQLite file of the memory store; empty = $ROBOTMEM_HOME/memory.db '
+                      '(default ~/.robotmem/memory.db).', read_only=True)
+    collection: str = _p('default', 'Collection used when a request leaves it empty.')
+    max_insight_chars: int = _p(2000, 'Longest accepted insight / new_content, in characters.',
+                                lo=1, hi=100_000)
+    max_description_chars: int = _p(4000, 'Longest accepted perception description.',
+                                    lo=1, hi=100_000)
+    max_json_bytes: int = _p(262_144, 'Largest accepted JSON field (context, data, metadata, '
+                             'filters), in UTF-8 bytes.', lo=64, hi=16_777_216)
+    max_json_depth: int = _p(16, 'Deepest accepted JSON nesting.', lo=1, hi=64)
+
+    # --- embedding ---------------------------------------------------------------------------
+    embed_backend: str = _p('onnx', 'Embedding backend; "none" runs BM25-only.',
+                            choices=('onnx', 'none'), read_only=True)
+    embed_model: str = _p('minilm-l6-int8', 'Bundled model name (ignored when model_dir is '
+                          'set).', read_only=True)
+    model_dir: str = _p('', 'Directory with model.onnx + tokenizer.json of a user model.',
+                        read_only=True)
+    embed_device: str = _p('cpu', 'Execution provider; unavailable ones fall back to CPU.',
+                           choices=('cpu', 'cuda', 'tensorrt', 'auto'), read_only=True)
+    embed_threads: int = _p(2, 'Intra-op threads for CPU inference (0 = onnxruntime default).',
+                            lo=0, hi=64, read_only=True)
+    trt_cache_dir: str = _p('', 'TensorRT engine cache dir; empty = <db dir>/trt_cache.',
+                            read_only=True)
+    trt_fp16: bool = _p(True, 'Let TensorRT build fp16 engines (Jetson).', read_only=True)
+    min_readability: float = _p(0.7, 'Share of tokens the model must read for cosine dedup and '
+                                'the vector channel to be used for a text.', lo=0.0, hi=1.0)
+    query_cache_size: int = _p(256, 'Recall query embeddings kept in an LRU cache.',
+                               lo=0, hi=100_000, read_only=True)
+
+    # --- write-time dedup --------------------------------------------------------------------
+    dedup_jaccard_threshold: float = _p(0.70, 'Jaccard above which a new fact is a duplicate.',
+                                        lo=0.0, hi=1.0)
+    dedup_cosine_threshold: float = _p(0.85, 'Cosine at or above which a new fact is a '
+                                       'duplicate (calibrated per model by bench).',
+                                       lo=0.0, hi=1.0)
+    session_cosine_threshold: float = _p(0.85, 'Cosine for duplicates within one session.',
+                                         lo=0.0, hi=1.0)
+    similar_jaccard_min: float = _p(0.40, 'Jaccard from which a fact is reported as similar.',
+                                    lo=0.0, hi=1.0)
+    similar_cosine_min: float = _p(0.40, 'Cosine from which a fact is reported as similar.',
+                                   lo=0.0, hi=1.0)
+
+    # --- consolidation and decay -------------------------------------------------------------
+    consolidation_threshold: float = _p(0.50, 'Pairwise similarity above which session facts '
+                                        'are merged at end_session.', lo=0.0, hi=1.0)
+    consolidation_max_confidence: float = _p(0.95, 'Facts at or above this confidence are never '
+                                             'consolidated.', lo=0.0, hi=1.0)
+    decay_rate: float = _p(0.01, 'Daily confidence decay: c * (1 - rate) ^ days.',
+                           lo=0.0, hi=1.0)
+    episodic_half_life_days: float = _p(14.0, 'Recall-time half-life of episodic memories.',
+                                        lo=0.01, hi=100_000.0)
+    semantic_half_life_days: float = _p(180.0, 'Recall-time half-life of semantic memories.',
+                                        lo=0.01, hi=100_000.0)
+
+    # --- recall ------------------------------------------------------------------------------
+    default_n: int = _p(5, 'Results when a request asks for n = 0.', lo=1, hi=100)
+    default_min_confidence: float = _p(0.3, 'min_confidence when a request passes a negative '
+                                       'value.', lo=0.0, hi=1.0)
+    rrf_k: int = _p(60, 'Reciprocal-rank-fusion constant k in 1 / (k + rank + 1).',
+                    lo=1, hi=10_000)
+    real_weight: float = _p(1.5, 'Score multiplier for memories with context.env.sim_or_real '
+                            '== "real".', lo=0.0, hi=100.0)
+    max_fetch: int = _p(2000, 'Deepest candidate fetch per channel when filters starve '
+                        'results.', lo=10, hi=100_000)
+
+    # --- decisions (contradictions and merges) -----------------------------------------------
+    decider: str = _p('rules', 'Decision layer for updates/contradictions.',
+                      choices=('rules', 'llm', 'none'))
+    llm_url: str = _p('', 'OpenAI-compatible chat endpoint for decider=llm.')
+    llm_model: str = _p('', 'Model name sent to the LLM endpoint.')
+    llm_timeout: float = _p(5.0, 'Seconds before the LLM decider gives up (then CREATE).',
+                            lo=0.1, hi=120.0)
+
+    # --- node: perception stream, status -----------------------------------------------------
+    perception_qos: str = _p('reliable', 'QoS of the perception subscription.',
+                             choices=('reliable', 'best_effort', 'sensor_data'), read_only=True)
+    perception_depth: int = _p(100, 'KEEP_LAST depth of the perception subscription.',
+                               lo=1, hi=100_000, read_only=True)
+    perception_batch_size: int = _p(200, 'Perceptions written per transaction.',
+                                    lo=1, hi=100_000)
+    perception_flush_interval: float = _p(0.5, 'Seconds between buffer flushes.',
+                                          lo=0.01, hi=60.0)
+    perception_max_buffer: int = _p(20_000, 'Perceptions held in memory before the oldest are '
+                                    'dropped.', lo=1, hi=10_000_000)
+    status_period: float = _p(5.0, 'Seconds between status/diagnostics heartbeats.',
+                              lo=0.1, hi=3600.0)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = _coerce(f.name, f.default, getattr(self, f.name))
+            object.__setattr__(self, f.name, value)
+            check_value(f.name, f.metadata['spec'], value)
+
+    def items(self) -> Iterator[tuple[str, ParamSpec, Any]]:
+        """Yield (name, spec, value) for every setting, in declaration order."""
+        for f in dataclasses.fields(self):
+            yield f.name, f.metadata['spec'], getattr(self, f.name)
+
+    def replace(self, **changes: Any) -> 'MemoryConfig':
+        """Return a validated copy with ``changes`` applied."""
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ConfigError(f'unknown setting(s): {", ".join(sorted(unknown))}')
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> 'MemoryConfig':
+        """Build from a dict (YAML file, ROS parameters), ignoring nothing silently."""
+        return cls().replace(**dict(values))
+
+    def resolved_db_path(self) -> pathlib.Path:
+        """Where the store lives: db_path, else $ROBOTMEM_HOME/memory.db, else ~/.robotmem."""
+        if self.db_path:
+            return pathlib.Path(self.db_path).expanduser()
+        home = os.environ.get('ROBOTMEM_HOME') or '~/.robotmem'
+        return pathlib.Path(home).expanduser() / 'memory.db'
+
+
+def spec_of(name: str) -> ParamSpec:
+    """Return the spec of setting ``name``."""
+    for f in dataclasses.fields(MemoryConfig):
+        if f.name == name:
+            return f.metadata['spec']
+    raise ConfigError(f'unknown setting: {name}')
+
+
+def _coerce(name: str, default: Any, value: Any) -> Any:
+    """Accept an int where a float is expected; reject every other type change."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        if isinstance(default, bool) and isinstance(value, bool):
+            return value
+    elif isinstance(default, float) and isinstance(value, (int, float)):
+        return float(value)
+    elif type(value) is type(default):
+        return value
+    raise ConfigError(f'{name} must be of type {type(default).__name__}, got {value!r}')
+
+
+def check_value(name: str, spec: ParamSpec, value: Any) -> None:
+    """Raise ConfigError when ``value`` is outside what ``spec`` allows."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f'{name} must be finite, got {value}')
+    if spec.choices and value not in spec.choices:
+        raise ConfigError(f'{name} must be one of {", ".join(spec.choices)}; got {value!r}')
+    if spec.min is not None and value < spec.min:
+        raise ConfigError(f'{name} must be >= {spec.min}; got {value}')
+    if spec.max is not None and value > spec.max:
+        raise ConfigError(f'{name} must be <= {spec.max}; got {value}')
