@@ -1,0 +1,303 @@
+"""
+Structured filter over a memory's context JSON (the ``context_filter`` recall argument).
+
+A filter is a JSON object whose keys are dot paths into the context and whose values are either a
+literal (equality) or an operator object ``{"$op": operand, ...}`` (every operator must hold).
+All top-level keys must hold too. Everything a caller can get wrong is rejected by
+``parse_filter`` with a ``ValidationError``, so ``ContextFilter.matches`` never raises: a value of
+the wrong type simply does not match.
+
+Semantics (MongoDB-like, where the seed is silent):
+
+* Equality is JSON equality: ``true`` never equals ``1``, ``1`` equals ``1.0``, lists and objects
+  compare element-wise. A list-valued context field is *not* searched for the value (no implicit
+  "array contains"); address an element with a numeric segment (``spatial.object_position.0``).
+* ``$lt $lte $gt $gte`` compare numbers with numbers (booleans are not numbers) or strings with
+  strings; anything else does not match.
+* A missing path matches only ``$ne``, ``$nin`` and ``$exists: false``.
+* Context keys that contain a dot cannot be addressed.
+
+Two reserved top-level keys are recall options, not conditions, and are taken out at parse time:
+``include_superseded`` (bool) and ``created_at`` (``{"$gte": epoch, "$lte": epoch}``, either
+bound optional).
+
+The JSON loading, path parsing and path resolution helpers here are shared with ``spatial``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from robotmem_ros.errors import ValidationError
+
+
+class _Missing:
+    """Type of ``MISSING``; distinct from ``None``, which is a JSON value a path can hold."""
+
+    def __repr__(self) -> str:
+        return '<missing>'
+
+
+MISSING: Any = _Missing()
+
+INCLUDE_SUPERSEDED = 'include_superseded'
+CREATED_AT = 'created_at'
+
+
+# --- JSON input ----------------------------------------------------------------------------
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f'{name} is not a valid JSON number')
+
+
+def _check_json(value: Any, where: list[str], max_depth: int) -> None:
+    """Reject what JSON cannot carry, so later stages may assume plain finite JSON values."""
+    if isinstance(value, (dict, list, tuple)):
+        if len(where) >= max_depth + 1:
+            raise ValidationError(f'{_where(where)}: nested deeper than {max_depth} levels')
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            if isinstance(value, dict) and not isinstance(key, str):
+                raise ValidationError(f'{_where(where)}: object key {key!r} is not a string')
+            where.append(str(key))
+            _check_json(item, where, max_depth)
+            where.pop()
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(f'{_where(where)}: number {value} is not finite')
+    elif value is not None and not isinstance(value, (bool, int, str)):
+        raise ValidationError(f'{_where(where)}: unsupported value type {type(value).__name__}')
+
+
+def _where(where: list[str]) -> str:
+    return where[0] + ''.join(f'[{part!r}]' for part in where[1:])
+
+
+def load_json_object(value: str | Mapping[str, Any] | None, *, what: str, max_bytes: int,
+                     max_depth: int) -> dict[str, Any]:
+    """
+    Return the JSON object in ``value`` (text or dict); empty text or ``None`` gives ``{}``.
+
+    Size is measured in UTF-8 bytes of the text (or of the compact JSON of a dict) so the limit
+    means the same whether the request came as a ROS string or as a Python dict.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if len(value.encode('utf-8', 'surrogatepass')) > max_bytes:
+            raise ValidationError(f'{what}: larger than {max_bytes} bytes')
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value, parse_constant=_reject_constant)
+        except RecursionError:
+            raise ValidationError(f'{what}: nested deeper than {max_depth} levels') from None
+        except ValueError as exc:
+            raise ValidationError(f'{what}: invalid JSON ({exc})') from None
+    if not isinstance(value, Mapping):
+        raise ValidationError(f'{what}: must be a JSON object, got {type(value).__name__}')
+    value = dict(value)
+    _check_json(value, [what], max_depth)
+    size = len(json.dumps(value, ensure_ascii=False, separators=(',', ':'))
+               .encode('utf-8', 'surrogatepass'))
+    if size > max_bytes:
+        raise ValidationError(f'{what}: larger than {max_bytes} bytes')
+    return value
+
+
+# --- dot paths -----------------------------------------------------------------------------
+
+def parse_path(path: Any, where: str) -> tuple[str, ...]:
+    """Split a dot path, rejecting empty paths and empty segments (``a..b``, ``.a``)."""
+    if not isinstance(path, str) or not path:
+        raise ValidationError(f'{where}: path must be a non-empty string')
+    segments = tuple(path.split('.'))
+    if '' in segments:
+        raise ValidationError(f'{where}: path {path!r} has an empty segment')
+    return segments
+
+
+def resolve_path(context: Any, segments: tuple[str, ...]) -> Any:
+    """Walk dicts by key and lists by decimal index; return ``MISSING`` where the walk stops."""
+    current = context
+    for segment in segments:
+        if isinstance(current, dict):
+            current = current.get(segment, MISSING)
+        elif isinstance(current, (list, tuple)) and segment.isascii() and segment.isdigit():
+            index = int(segment)
+            current = current[index] if index < len(current) else MISSING
+        else:
+            return MISSING
+        if current is MISSING:
+            return MISSING
+    return current
+
+
+# --- value comparison ----------------------------------------------------------------------
+
+def is_number(value: Any) -> bool:
+    """Tell numbers from booleans, which Python counts as ints but JSON does not."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def json_equal(left: Any, right: Any) -> bool:
+    """Compare two JSON values with JSON's types (``True != 1``, ``1 == 1.0``)."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left == right
+    if is_number(left) and is_number(right):
+        return left == right
+    if isinstance(left, str) and isinstance(right, str):
+        return left == right
+    if left is None or right is None:
+        return left is None and right is None
+    if isinstance(left, (list, tuple)) and isinstance(right, (list, tuple)):
+        return len(left) == len(right) and all(map(json_equal, left, right))
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(json_equal(v, right[k])
+                                                   for k, v in left.items())
+    return False
+
+
+def _ordered(compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def test(actual: Any, operand: Any) -> bool:
+        both_numbers = is_number(actual) and is_number(operand)
+        both_strings = isinstance(actual, str) and isinstance(operand, str)
+        return (both_numbers or both_strings) and compare(actual, operand)
+    return test
+
+
+def _eq(actual: Any, operand: Any) -> bool:
+    return actual is not MISSING and json_equal(actual, operand)
+
+
+def _in(actual: Any, operand: list[Any]) -> bool:
+    return actual is not MISSING and any(json_equal(actual, item) for item in operand)
+
+
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    '$eq': _eq,
+    '$ne': lambda actual, operand: not _eq(actual, operand),
+    '$lt': _ordered(operator.lt),
+    '$lte': _ordered(operator.le),
+    '$gt': _ordered(operator.gt),
+    '$gte': _ordered(operator.ge),
+    '$in': _in,
+    '$nin': lambda actual, operand: not _in(actual, operand),
+    '$exists': lambda actual, operand: (actual is not MISSING) is operand,
+}
+
+
+def _check_operand(op: str, operand: Any, where: str) -> None:
+    if op not in _OPERATORS:
+        raise ValidationError(f'{where}: unknown operator {op!r} '
+                              f'(allowed: {", ".join(_OPERATORS)})')
+    if op in ('$in', '$nin') and not isinstance(operand, (list, tuple)):
+        raise ValidationError(f'{where}: {op} needs a list, got {type(operand).__name__}')
+    if op == '$exists' and not isinstance(operand, bool):
+        raise ValidationError(f'{where}: $exists needs true or false, got {operand!r}')
+    if op in ('$lt', '$lte', '$gt', '$gte') and not (is_number(operand)
+                                                     or isinstance(operand, str)):
+        raise ValidationError(f'{where}: {op} needs a number or a string, got {operand!r}')
+
+
+# --- the filter ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``path op operand`` test; a filter is the AND of its conditions."""
+
+    path: tuple[str, ...]
+    op: str
+    operand: Any
+
+    def holds(self, context: Any) -> bool:
+        """Tell whether the context satisfies this condition (never raises)."""
+        return _OPERATORS[self.op](resolve_path(context, self.path), self.operand)
+
+
+@dataclass(frozen=True)
+class FilterOptions:
+    """Recall options carried in the filter's reserved keys; the engine applies them itself."""
+
+    include_superseded: bool = False
+    created_from: float | None = None
+    created_to: float | None = None
+
+
+@dataclass(frozen=True)
+class ContextFilter:
+    """A parsed filter: matching cannot fail because parsing rejected every malformed input."""
+
+    conditions: tuple[Condition, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """Tell whether the filter matches everything (lets the engine skip context parsing)."""
+        return not self.conditions
+
+    def matches(self, context: Any) -> bool:
+        """Tell whether a context satisfies every condition; a non-dict context has no paths."""
+        return all(condition.holds(context) for condition in self.conditions)
+
+
+def _conditions(key: str, value: Any) -> list[Condition]:
+    where = f'context_filter[{key!r}]'
+    if key.startswith('$'):
+        raise ValidationError(f'{where}: top-level operators are not supported; '
+                              'top-level keys are dot paths and are ANDed')
+    path = parse_path(key, where)
+    if not isinstance(value, dict) or not any(k.startswith('$') for k in value):
+        return [Condition(path, '$eq', value)]
+    if not all(k.startswith('$') for k in value):
+        raise ValidationError(f'{where}: mixes operators and plain keys; use {{"$eq": {{...}}}} '
+                              'to match an object literally')
+    for op, operand in value.items():
+        _check_operand(op, operand, where)
+    return [Condition(path, op, operand) for op, operand in value.items()]
+
+
+def _time_bound(name: str, bounds: dict[str, Any], op: str) -> float | None:
+    bound = bounds.get(op)
+    if bound is not None and not is_number(bound):
+        raise ValidationError(f'context_filter[{name!r}]: {op} needs an epoch number, '
+                              f'got {bound!r}')
+    return None if bound is None else float(bound)
+
+
+def _options(raw: dict[str, Any]) -> FilterOptions:
+    include = raw.pop(INCLUDE_SUPERSEDED, False)
+    if not isinstance(include, bool):
+        raise ValidationError(f'context_filter[{INCLUDE_SUPERSEDED!r}]: must be true or false, '
+                              f'got {include!r}')
+    created = raw.pop(CREATED_AT, {})
+    if not isinstance(created, dict) or not set(created) <= {'$gte', '$lte'}:
+        raise ValidationError(f'context_filter[{CREATED_AT!r}]: must be an object with '
+                              f'"$gte" and/or "$lte" epoch seconds, got {created!r}')
+    try:
+        start = _time_bound(CREATED_AT, created, '$gte')
+        end = _time_bound(CREATED_AT, created, '$lte')
+    except OverflowError:
+        raise ValidationError(f'context_filter[{CREATED_AT!r}]: epoch out of range') from None
+    if start is not None and end is not None and start > end:
+        raise ValidationError(f'context_filter[{CREATED_AT!r}]: $gte {start} is after '
+                              f'$lte {end}')
+    return FilterOptions(include, start, end)
+
+
+def parse_filter(text_or_dict: str | Mapping[str, Any] | None, *, max_bytes: int,
+                 max_depth: int) -> tuple[ContextFilter, FilterOptions]:
+    """
+    Parse and validate a context filter; empty input gives a filter that matches everything.
+
+    Returns the conditions and, separately, the recall options found in the reserved keys, so
+    the engine can push those into SQL instead of testing them per memory.
+    """
+    raw = load_json_object(text_or_dict, what='context_filter', max_bytes=max_bytes,
+                           max_depth=max_depth)
+    options = _options(raw)
+    conditions = [c for key, value in raw.items() for c in _conditions(key, value)]
+    return ContextFilter(tuple(conditions)), options

@@ -1,0 +1,71 @@
+"""
+Score arithmetic of recall: reciprocal-rank fusion, source weighting, MaxScore normalization.
+
+RRF merges the BM25 and vector rankings without comparing their scores, which live on
+different scales; MaxScore puts the best hit at 1.0 so scores read alike across queries.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from robotmem_ros.engine.context_filter import is_number, resolve_path
+from robotmem_ros.errors import ValidationError
+
+_SOURCE_PATH = ('env', 'sim_or_real')
+
+
+def rrf_fuse(ranked_lists: Sequence[Sequence[int]], k: int) -> dict[int, float]:
+    """
+    Return ``id -> sum over lists of 1 / (k + rank + 1)`` with 0-based ranks.
+
+    An id repeated within one list counts at its first (best) rank only. Each id's terms are
+    summed with ``math.fsum``, which is exactly rounded, so the scores do not depend on the
+    order the lists are given in.
+    """
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        raise ValidationError(f'rrf k must be an integer >= 0, got {k!r}')
+    terms: dict[int, list[float]] = {}
+    for ranked in ranked_lists:
+        seen: set[int] = set()
+        for rank, memory_id in enumerate(ranked):
+            if not isinstance(memory_id, int) or isinstance(memory_id, bool):
+                raise ValidationError(f'rrf ranked ids must be integers, got {memory_id!r}')
+            if memory_id not in seen:
+                seen.add(memory_id)
+                terms.setdefault(memory_id, []).append(1.0 / (k + rank + 1))
+    return {memory_id: math.fsum(parts) for memory_id, parts in terms.items()}
+
+
+def source_weight(context: Any, real_weight: float) -> float:
+    """
+    Return the score multiplier: ``real_weight`` for real-world memories, else 1.0.
+
+    Real-robot experience is trusted over simulation; a context is real when
+    ``env.sim_or_real == "real"``.
+    """
+    return real_weight if resolve_path(context, _SOURCE_PATH) == 'real' else 1.0
+
+
+def maxscore_normalize(scores: Sequence[float]) -> list[float]:
+    """
+    Divide every score by the largest, so the best is exactly 1.0 and the order is kept.
+
+    Scores must be finite and >= 0 (RRF scores are); all zeros stay zeros.
+    """
+    values = [_score(score) for score in scores]
+    best = max(values, default=0.0)
+    if best == 0.0:
+        return [0.0] * len(values)
+    return [value / best for value in values]
+
+
+def _score(score: Any) -> float:
+    try:
+        value = float(score) if is_number(score) else math.nan
+    except OverflowError:       # an int too large for a float
+        value = math.inf
+    if not (math.isfinite(value) and value >= 0):
+        raise ValidationError(f'scores must be finite numbers >= 0, got {score!r}')
+    return value
