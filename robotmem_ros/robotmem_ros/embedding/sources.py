@@ -1,0 +1,54 @@
+"""Where a model's bytes come from: a bundled registry package or a user's model_dir."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import pathlib
+
+from robotmem_ros.embedding import model_files
+from robotmem_ros.embedding.registry import BUNDLED
+from robotmem_ros.errors import EmbeddingError
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Verified model bytes plus what is needed to feed the graph."""
+
+    model_id: str
+    model_bytes: bytes
+    where: str
+    tokenizer_json: str | None
+    max_length: int
+
+    @property
+    def sha256(self) -> str:
+        """Hash of the model file (the identity stored next to the vectors)."""
+        return model_files.sha256_hex(self.model_bytes)
+
+
+def bundled(name: str) -> ModelSource:
+    """Load a registry model, every file checked against its pinned SHA-256."""
+    spec = BUNDLED.get(name)
+    if spec is None:
+        raise EmbeddingError(f'unknown embed_model {name!r}; bundled models: '
+                             f'{", ".join(sorted(BUNDLED))} (or set model_dir)')
+    path = model_files.locate(spec.model)
+    tokenizer = None
+    if spec.tokenizer is not None:
+        tokenizer = model_files.read_verified(spec.tokenizer).decode('utf-8')
+    return ModelSource(spec.name, model_files.read_verified(spec.model, path), str(path),
+                       tokenizer, spec.max_length)
+
+
+def from_dir(model_dir: str) -> ModelSource:
+    """Load a user model: model.onnx, plus tokenizer.json unless the graph tokenizes itself."""
+    root = pathlib.Path(model_dir).expanduser()
+    model_path = root / 'model.onnx'
+    if not model_path.is_file():
+        raise EmbeddingError(f'model_dir {root} has no model.onnx')
+    tokenizer_path = root / 'tokenizer.json'
+    tokenizer = None
+    if tokenizer_path.is_file():
+        tokenizer = model_files.read_bytes(tokenizer_path, 'tokenizer').decode('utf-8', 'replace')
+    return ModelSource(f'dir:{root.resolve().name}', model_files.read_bytes(model_path, 'model'),
+                       str(model_path), tokenizer, 0)
