@@ -26,10 +26,10 @@ The JSON loading, path parsing and path resolution helpers here are shared with 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import json
 import math
 import operator
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from robotmem_ros.errors import ValidationError
@@ -54,7 +54,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f'{name} is not a valid JSON number')
 
 
-def _check_json(value: Any, where: list[str], max_depth: int) -> None:
+def _check_json(value: Any, where: list[Any], max_depth: int) -> None:
     """Reject what JSON cannot carry, so later stages may assume plain finite JSON values."""
     if isinstance(value, (dict, list, tuple)):
         if len(where) >= max_depth + 1:
@@ -63,7 +63,7 @@ def _check_json(value: Any, where: list[str], max_depth: int) -> None:
         for key, item in items:
             if isinstance(value, dict) and not isinstance(key, str):
                 raise ValidationError(f'{_where(where)}: object key {key!r} is not a string')
-            where.append(str(key))
+            where.append(key)
             _check_json(item, where, max_depth)
             where.pop()
     elif isinstance(value, float):
@@ -73,7 +73,7 @@ def _check_json(value: Any, where: list[str], max_depth: int) -> None:
         raise ValidationError(f'{_where(where)}: unsupported value type {type(value).__name__}')
 
 
-def _where(where: list[str]) -> str:
+def _where(where: list[Any]) -> str:
     return where[0] + ''.join(f'[{part!r}]' for part in where[1:])
 
 

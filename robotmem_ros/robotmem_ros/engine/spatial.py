@@ -8,8 +8,8 @@ not a list, non-numeric, other dimension) are dropped, as are those beyond ``max
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+import math
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from robotmem_ros.engine.context_filter import (
