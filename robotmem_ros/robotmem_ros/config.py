@@ -84,8 +84,14 @@ class MemoryConfig:
                                    lo=0.0, hi=1.0)
 
     # --- consolidation and decay -------------------------------------------------------------
-    consolidation_threshold: float = _p(0.50, 'Pairwise similarity above which session facts '
-                                        'are merged at end_session.', lo=0.0, hi=1.0)
+    consolidation_threshold: float = _p(0.50, 'Pairwise Jaccard above which session facts are '
+                                        'merged at end_session.', lo=0.0, hi=1.0)
+    consolidation_cosine_threshold: float = _p(0.70, 'Cosine at or above which session facts '
+                                               'are merged (when both are embedded).',
+                                               lo=0.0, hi=1.0)
+    consolidation_numeric_cosine_threshold: float = _p(
+        0.55, 'Cosine at or above which session facts that mention the same numbers are merged.',
+        lo=0.0, hi=1.0)
     consolidation_max_confidence: float = _p(0.95, 'Facts at or above this confidence are never '
                                              'consolidated.', lo=0.0, hi=1.0)
     decay_rate: float = _p(0.01, 'Daily confidence decay: c * (1 - rate) ^ days.',

@@ -1,0 +1,166 @@
+"""SQLite connections: one serialized writer, one reader per thread.
+
+The store needs an SQLite that can load sqlite-vec. This Python's stdlib ``sqlite3`` cannot
+load extensions, so ``pysqlite3`` (bundled, recent SQLite) is preferred where installed; a
+system Python whose stdlib can load extensions (typical on a robot) works without it.
+
+Every write goes through :meth:`Database.write`, which holds one lock around one
+``BEGIN IMMEDIATE`` transaction on the single writer connection: no transaction ever nests, and
+writers in other processes (the CLI) wait on ``busy_timeout`` instead of failing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import threading
+from typing import Any, Iterator
+
+from robotmem_ros.errors import CorruptDatabaseError, StorageError
+
+try:  # pragma: no cover - which one exists depends on the machine
+    import pysqlite3.dbapi2 as sqlite3
+except ImportError:  # pragma: no cover
+    import sqlite3  # type: ignore[no-redef]
+
+try:
+    import sqlite_vec
+except ImportError:  # pragma: no cover - a broken install; reported by has_vec
+    sqlite_vec = None
+
+BUSY_TIMEOUT_MS = 10_000
+Error = sqlite3.Error
+IntegrityError = sqlite3.IntegrityError
+OperationalError = sqlite3.OperationalError
+DatabaseError = sqlite3.DatabaseError
+
+
+def _connect(path: str, *, read_only: bool = False) -> Any:
+    uri = pathlib.Path(path).absolute().as_uri() + ('?mode=ro' if read_only else '')
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                           isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute(f'PRAGMA busy_timeout={BUSY_TIMEOUT_MS}')
+    conn.execute('PRAGMA foreign_keys=ON')
+    conn.execute('PRAGMA synchronous=NORMAL')
+    _load_vec(conn)
+    return conn
+
+
+def _load_vec(conn: Any) -> None:
+    if sqlite_vec is None or not hasattr(conn, 'enable_load_extension'):
+        return
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    except sqlite3.Error:
+        pass  # has_vec reports it; the store then runs BM25-only
+
+
+class Database:
+    """The store's connections and the one write path."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f'cannot create the directory of {path}: {exc.strerror}') from exc
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            raise StorageError(f'database {path} is not readable and writable by this user')
+        if not path.exists() and not os.access(path.parent, os.W_OK):
+            raise StorageError(f'cannot create {path}: directory is not writable')
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[Any] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+        try:
+            self._writer = _connect(str(path))
+            self._writer.execute('PRAGMA journal_mode=WAL')
+        except sqlite3.DatabaseError as exc:
+            raise classify(exc, path) from exc
+        self.has_vec = self._probe_vec()
+
+    def _probe_vec(self) -> bool:
+        try:
+            self._writer.execute('SELECT vec_version()')
+            return True
+        except sqlite3.Error:
+            return False
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Any]:
+        """Run one IMMEDIATE transaction on the writer connection, serialized by a lock.
+
+        Re-entrant: a nested ``write()`` in the same thread joins the outer transaction.
+        """
+        with self._write_lock:
+            self._check_open()
+            conn = self._writer
+            if conn.in_transaction:
+                yield conn
+                return
+            try:
+                conn.execute('BEGIN IMMEDIATE')
+            except sqlite3.Error as exc:
+                raise classify(exc, self.path) from exc
+            try:
+                yield conn
+            except BaseException:
+                conn.execute('ROLLBACK')
+                raise
+            try:
+                conn.execute('COMMIT')
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute('ROLLBACK')
+                raise classify(exc, self.path) from exc
+
+    def reader(self) -> Any:
+        """Return this thread's read connection (WAL: never blocked by the writer)."""
+        self._check_open()
+        conn = getattr(self._local, 'conn', None)
+        if conn is None:
+            conn = _connect(str(self.path))
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError('the memory store is closed')
+
+    def close(self) -> None:
+        """Checkpoint and close every connection; idempotent."""
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            with self._readers_lock:
+                for conn in self._readers:
+                    conn.close()
+                self._readers.clear()
+            try:
+                self._writer.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+            except sqlite3.Error:
+                pass  # another process still reads; the WAL stays valid
+            self._writer.close()
+
+
+def classify(exc: Exception, path: pathlib.Path) -> StorageError:
+    """Turn an sqlite error into a typed StorageError with a message an operator can act on."""
+    text = str(exc)
+    if 'not a database' in text or 'malformed' in text:
+        return CorruptDatabaseError(
+            f'{path} is not a valid robotmem database ({text}); it was not modified. '
+            f'Run `robotmem doctor --db {path}` to inspect it.')
+    if 'full' in text:
+        return StorageError(f'the disk holding {path} is full ({text}); nothing was written')
+    if 'readonly' in text or 'read-only' in text:
+        return StorageError(f'{path} is read-only ({text}); nothing was written')
+    return StorageError(f'database error on {path}: {text}')
+

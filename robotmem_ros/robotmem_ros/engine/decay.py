@@ -1,0 +1,53 @@
+"""Confidence decay (seed 000) and recall-time half-life weighting (seed 002).
+
+Decay is idempotent: each memory stores the reference time up to which decay was applied, and
+only whole elapsed days are applied, so running it twice in a row changes nothing (the seed's
+formula recomputed from creation on every call and compounded).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from robotmem_ros.engine import store
+from robotmem_ros.engine.inference import DECAY_PROTECTED
+
+DAY = 86_400.0
+
+
+def apply_decay(conn: Any, collection: str, rate: float, now: float,
+                audit_below: float) -> int:
+    """Decay active memories of ``collection``; return how many changed.
+
+    The clock restarts at the latest of creation, last recall and last reinforcement. An audit
+    entry is written when a memory falls below ``audit_below`` (it then drops out of default
+    recall) rather than for every daily step, which would grow the history without bound.
+    """
+    if rate <= 0.0:
+        return 0
+    protected = sorted(DECAY_PROTECTED)
+    marks = ','.join('?' * len(protected))
+    rows = conn.execute(
+        f"SELECT id, confidence, MAX(created_at, COALESCE(last_accessed, 0), "
+        f"COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref FROM memories "
+        f"WHERE collection = ? AND status = 'active' AND category NOT IN ({marks})",
+        [collection, *protected]).fetchall()
+    updates = []
+    for memory_id, confidence, ref in rows:
+        days = math.floor((now - ref) / DAY)
+        if days < 1:
+            continue
+        new = confidence * (1.0 - rate) ** days
+        updates.append((new, ref + days * DAY, memory_id))
+        if confidence >= audit_below > new:
+            store.add_history(conn, memory_id, 'decay', created_at=now,
+                              reason=f'confidence below {audit_below} after {days} idle days',
+                              details={'from': confidence, 'to': new, 'days': days})
+    conn.executemany('UPDATE memories SET confidence = ?, decay_ref = ? WHERE id = ?', updates)
+    return len(updates)
+
+
+def half_life_weight(age_seconds: float, half_life_days: float) -> float:
+    """Return 0.5 ** (age / half-life): episodic memories fade faster than semantic ones."""
+    return 0.5 ** (max(age_seconds, 0.0) / (half_life_days * DAY))

@@ -1,0 +1,112 @@
+"""Write-time dedup pipeline (seed 000): exact → Jaccard → cosine → session.
+
+Runs on the writer connection inside the writer lock, so the check and the insert that follows
+are one atomic step. Every layer is number-aware: texts that mention different numbers are never
+duplicates, whatever their overlap. Near misses are collected as ``similar`` for the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine import store
+from robotmem_ros.engine import text as textmod
+
+JACCARD_CANDIDATES = 5
+COSINE_CANDIDATES = 3
+SESSION_CANDIDATES = 20
+
+
+@dataclass
+class DedupVerdict:
+    """Duplicate or not, by which layer, and the non-blocking near misses."""
+
+    method: str = ''
+    existing_id: int = 0
+    similarity: float = 0.0
+    similar: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def is_duplicate(self) -> bool:
+        """Return True when a layer found the same fact."""
+        return bool(self.method)
+
+    def note_similar(self, memory_id: int, similarity: float) -> None:
+        """Keep the best similarity seen for a near-miss memory."""
+        self.similar[memory_id] = max(similarity, self.similar.get(memory_id, 0.0))
+
+
+def check(conn: Any, content: str, *, collection: str, session_id: str,
+          vector: np.ndarray | None, config: MemoryConfig, now: float) -> DedupVerdict:
+    """Run the layers in order and stop at the first duplicate."""
+    verdict = DedupVerdict()
+    existing = store.find_active_by_hash(conn, collection, content)
+    if existing is not None:
+        verdict.method, verdict.existing_id, verdict.similarity = 'exact', existing, 1.0
+        return verdict
+    tokens = textmod.jaccard_tokens(content)
+    query = textmod.fts_query(content)
+    if query is not None and _jaccard_layer(conn, verdict, content, tokens, query, collection,
+                                            '', JACCARD_CANDIDATES, 'jaccard', config, now):
+        return verdict
+    if vector is not None:
+        if _cosine_layer(conn, verdict, content, vector, collection, '', COSINE_CANDIDATES,
+                         config.dedup_cosine_threshold, 'cosine', config):
+            return verdict
+        if session_id:
+            _cosine_layer(conn, verdict, content, vector, collection, session_id,
+                          SESSION_CANDIDATES, config.session_cosine_threshold,
+                          'session_cosine', config)
+    elif session_id and query is not None:
+        # Without an embedder the session layer falls back to Jaccard over the whole episode.
+        _jaccard_layer(conn, verdict, content, tokens, query, collection, session_id,
+                       SESSION_CANDIDATES, 'session_jaccard', config, now)
+    return verdict
+
+
+def _contents(conn: Any, ids: list[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    marks = ','.join('?' * len(ids))
+    return dict(conn.execute(f'SELECT id, content FROM memories WHERE id IN ({marks})', ids))
+
+
+def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: frozenset[str],
+                   query: str, collection: str, session_id: str, limit: int, method: str,
+                   config: MemoryConfig, now: float) -> bool:
+    hits = store.fts_search(conn, query, collection, limit, now=now, session_id=session_id,
+                            type_='fact')
+    contents = _contents(conn, [memory_id for memory_id, _ in hits])
+    for memory_id, _ in hits:
+        other = contents[memory_id]
+        if textmod.numbers_conflict(content, other):
+            continue
+        similarity = textmod.jaccard(tokens, textmod.jaccard_tokens(other))
+        if similarity > config.dedup_jaccard_threshold:
+            verdict.method, verdict.existing_id, verdict.similarity = (
+                method, memory_id, similarity)
+            return True
+        if similarity >= config.similar_jaccard_min:
+            verdict.note_similar(memory_id, similarity)
+    return False
+
+
+def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str, vector: np.ndarray,
+                  collection: str, session_id: str, k: int, threshold: float, method: str,
+                  config: MemoryConfig) -> bool:
+    hits = store.vec_search(conn, vector, collection, k, session_id=session_id, type_='fact')
+    contents = _contents(conn, [memory_id for memory_id, _ in hits])
+    for memory_id, similarity in hits:
+        if textmod.numbers_conflict(content, contents[memory_id]):
+            continue
+        if similarity >= threshold:
+            verdict.method, verdict.existing_id, verdict.similarity = (
+                method, memory_id, similarity)
+            return True
+        if similarity >= config.similar_cosine_min:
+            verdict.note_similar(memory_id, similarity)
+    return False

@@ -1,0 +1,403 @@
+"""MemoryEngine: the facade the node, the CLI and the benchmarks use.
+
+Writes go through ``Database.write`` (one lock, one IMMEDIATE transaction each); embeddings are
+computed before the lock is taken so a slow model never holds up other writers. Every method
+raises only ``RobotMemError`` subclasses for bad input or a failing store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any, Callable, Sequence
+
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine import consolidation, dedup, store
+from robotmem_ros.engine.database import Database, Error as SqlError, IntegrityError, classify
+from robotmem_ros.engine.decay import apply_decay
+from robotmem_ros.engine.embedding_state import EmbeddingState
+from robotmem_ros.engine.inference import infer
+from robotmem_ros.engine.recall import Recaller
+from robotmem_ros.engine.schema import migrate
+from robotmem_ros.engine.types import (EndSessionResult, EngineStatus, LearnResult,
+                                       PerceptionInput, RecallResult, SessionInfo, UpdateResult)
+from robotmem_ros.engine.validation import check_finite, check_id, check_text, json_object
+from robotmem_ros.errors import (ConfigError, EmbeddingError, NotFoundError, RobotMemError,
+                                 StorageError, ValidationError)
+
+LOG = logging.getLogger('robotmem.engine')
+PERCEPTION_CONFIDENCE = 0.9
+RELATED_LIMIT = 5
+
+
+class MemoryEngine:
+    """Long-term memory over one SQLite file."""
+
+    def __init__(self, config: MemoryConfig, embedder: Any | None = None, *,
+                 embed_error: str = '', clock: Callable[[], float] = time.time) -> None:
+        self._config = config
+        self.clock = clock
+        self.db = Database(config.resolved_db_path())
+        self.embedding = EmbeddingState(embedder, config.min_readability, embed_error)
+        try:
+            with self.db.write() as conn:
+                migrate(conn)
+                if not self.db.has_vec:
+                    self.embedding.embedder = None
+                    self.embedding.error = 'sqlite-vec could not be loaded'
+                self.embedding.bind(conn)
+        except RobotMemError:
+            self.db.close()
+            raise
+        except SqlError as exc:
+            self.db.close()
+            raise classify(exc, self.db.path) from exc
+        self.recaller = Recaller(self)
+
+    @classmethod
+    def open(cls, config: MemoryConfig, **kwargs: Any) -> 'MemoryEngine':
+        """Open the store and load the configured embedder (failure → BM25-only)."""
+        embedder, error = None, ''
+        if config.embed_backend != 'none':
+            try:
+                from robotmem_ros.embedding import load_embedder
+                embedder = load_embedder(config)
+            except EmbeddingError as exc:
+                error = str(exc)
+                LOG.error('embedder unavailable, running BM25-only: %s', exc)
+        return cls(config, embedder, embed_error=error, **kwargs)
+
+    # --- configuration ---------------------------------------------------------------------
+
+    @property
+    def config(self) -> MemoryConfig:
+        """Current settings."""
+        return self._config
+
+    def set_config(self, new: MemoryConfig) -> None:
+        """Apply run-time changes; read-only settings must stay as they are."""
+        for name, spec, value in new.items():
+            if spec.read_only and getattr(self._config, name) != value:
+                raise ConfigError(f'{name} is read-only at run time')
+        self._config = new
+        self.embedding.min_readability = new.min_readability
+
+    def close(self) -> None:
+        """Close every connection (idempotent)."""
+        self.db.close()
+
+    # --- learn -----------------------------------------------------------------------------
+
+    def learn(self, insight: str, context: str | dict = '', collection: str = '',
+              session_id: str = '') -> LearnResult:
+        """Store a fact unless a dedup layer finds it already known (then reinforce that one)."""
+        cfg = self._config
+        content = check_text('insight', insight, max_chars=cfg.max_insight_chars)
+        ctx = self._json('context', context)
+        collection = self._collection(collection)
+        session_id = self._session_id(session_id)
+        labels = infer(content, ctx, has_session=bool(session_id))
+        vector = self.embedding.embed_fact(content) if self.embedding.usable else None
+        now = self.clock()
+        try:
+            with self.db.write() as conn:
+                verdict = dedup.check(conn, content, collection=collection,
+                                      session_id=session_id, vector=vector, config=cfg, now=now)
+                similar = store.fetch_records(conn, sorted(verdict.similar))
+                for record in similar.values():
+                    record.rrf_score = verdict.similar[record.id]
+                similar_list = sorted(similar.values(), key=lambda r: -r.rrf_score)
+                if verdict.is_duplicate:
+                    self._reinforce(conn, verdict.existing_id, verdict.method, now)
+                    return LearnResult(verdict.existing_id, 'duplicate', verdict.method,
+                                       verdict.existing_id, verdict.similarity, similar_list,
+                                       labels.inferred)
+                if session_id:
+                    store.ensure_session(conn, session_id, collection, now)
+                stored_ctx = {k: v for k, v in ctx.items()
+                              if k not in ('category', 'confidence', 'kind', 'tags')}
+                memory_id = store.insert_memory(
+                    conn, type_='fact', content=content, collection=collection,
+                    session_id=session_id, category=labels.category, perception_type='',
+                    kind=labels.kind, confidence=labels.confidence, context=stored_ctx,
+                    created_at=now, tags=labels.tags)
+                if self.embedding.usable:
+                    store.put_vector(conn, memory_id, vector)
+                return LearnResult(memory_id, 'created', '', 0, verdict.similarity,
+                                   similar_list, labels.inferred)
+        except IntegrityError:
+            # Another process inserted the same fact between our check and our insert: the
+            # unique index refused the second row, so report the first as the duplicate.
+            existing = store.find_active_by_hash(self.db.reader(), collection, content)
+            if existing is None:
+                raise StorageError('concurrent write conflict; retry the request') from None
+            return LearnResult(existing, 'duplicate', 'exact', existing, 1.0, [],
+                               labels.inferred)
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+
+    def _reinforce(self, conn: Any, memory_id: int, method: str, now: float) -> None:
+        conn.execute('UPDATE memories SET reinforce_count = reinforce_count + 1, last_seen = ? '
+                     'WHERE id = ?', (now, memory_id))
+        store.add_history(conn, memory_id, 'reinforce', created_at=now,
+                          reason=f'duplicate learn ({method})')
+
+    # --- perceptions -----------------------------------------------------------------------
+
+    def save_perception(self, perception: PerceptionInput) -> int:
+        """Store one perception; duplicates are normal for sensors and are simply stored."""
+        row = self._perception_row(perception)
+        return self._write_perceptions([row])[0]
+
+    def save_perceptions(self, batch: Sequence[PerceptionInput]) -> list[int]:
+        """Store a batch in ONE transaction; invalid items get id 0 (logged), others are kept."""
+        rows: list[dict | None] = []
+        for item in batch:
+            try:
+                rows.append(self._perception_row(item))
+            except ValidationError as exc:
+                LOG.warning('perception rejected: %s', exc)
+                rows.append(None)
+        valid = [r for r in rows if r is not None]
+        ids = iter(self._write_perceptions(valid) if valid else [])
+        return [next(ids) if r is not None else 0 for r in rows]
+
+    def _perception_row(self, p: PerceptionInput) -> dict:
+        cfg = self._config
+        description = check_text('description', p.description,
+                                 max_chars=cfg.max_description_chars)
+        perception_type = check_text('perception_type', p.perception_type or 'generic',
+                                     max_chars=128)
+        data = self._json('data', p.data)
+        metadata = self._json('metadata', p.metadata)
+        created_at = self.clock() if p.created_at is None else check_finite('created_at',
+                                                                            p.created_at)
+        return {'content': description, 'perception_type': perception_type,
+                'context': {'data': data, 'metadata': metadata},
+                'collection': self._collection(p.collection),
+                'session_id': self._session_id(p.session_id), 'created_at': created_at}
+
+    def _write_perceptions(self, rows: list[dict]) -> list[int]:
+        now = self.clock()
+        try:
+            with self.db.write() as conn:
+                ids = []
+                for row in rows:
+                    if row['session_id']:
+                        store.ensure_session(conn, row['session_id'], row['collection'], now)
+                    ids.append(store.insert_memory(
+                        conn, type_='perception', content=row['content'],
+                        collection=row['collection'], session_id=row['session_id'],
+                        category='perception', perception_type=row['perception_type'],
+                        kind='episodic', confidence=PERCEPTION_CONFIDENCE,
+                        context=row['context'], created_at=row['created_at'],
+                        tags=['perception', f'perception:{row["perception_type"]}']))
+                return ids
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+
+    def embed_pending(self, limit: int = 256) -> int:
+        """Embed stored memories that have no vector yet (perceptions are embedded lazily)."""
+        if not self.embedding.usable:
+            return 0
+        rows = self.db.reader().execute(
+            "SELECT id, content FROM memories WHERE embedded = 0 AND status = 'active' "
+            'ORDER BY id LIMIT ?', (int(limit),)).fetchall()
+        if not rows:
+            return 0
+        readable = [(mid, text) for mid, text in rows if self.embedding.readable(text)]
+        vectors = self.embedding.embed([text for _, text in readable]) if readable else None
+        if readable and vectors is None:
+            return 0
+        by_id = {mid: vectors[i] for i, (mid, _) in enumerate(readable)}
+        try:
+            with self.db.write() as conn:
+                for mid, _ in rows:
+                    store.put_vector(conn, mid, by_id.get(mid))
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        return len(rows)
+
+    # --- recall ----------------------------------------------------------------------------
+
+    def recall(self, query: str, n: int = 0, min_confidence: float = -1.0,
+               session_id: str = '', context_filter: str | dict = '',
+               spatial_sort: str | dict = '', collection: str = '') -> RecallResult:
+        """Hybrid BM25 + vector recall (seed 004); ``*`` lists an episode in time order."""
+        return self.recaller.recall(query, n, min_confidence, session_id, context_filter,
+                                    spatial_sort, self._collection(collection))
+
+    # --- sessions --------------------------------------------------------------------------
+
+    def start_session(self, context: str | dict = '', collection: str = '') -> SessionInfo:
+        """Open an episode and return its id."""
+        ctx = self._json('context', context)
+        collection = self._collection(collection)
+        session_id = uuid.uuid4().hex
+        now = self.clock()
+        try:
+            with self.db.write() as conn:
+                store.ensure_session(conn, session_id, collection, now, ctx)
+                count = self._active_count(conn, collection)
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        return SessionInfo(session_id, collection, count)
+
+    def end_session(self, session_id: str, outcome_score: float | None = None
+                    ) -> EndSessionResult:
+        """Record the outcome, consolidate the session's facts, decay, recall related ones."""
+        session_id = check_text('session_id', session_id, max_chars=256)
+        if outcome_score is not None:
+            outcome_score = check_finite('outcome_score', outcome_score)
+        session = store.get_session(self.db.reader(), session_id)
+        if session is None:
+            raise NotFoundError(f'unknown session {session_id!r}')
+        collection = session['collection']
+        cfg = self._config
+        now = self.clock()
+        vectors = self._session_vectors(session_id)
+        try:
+            with self.db.write() as conn:
+                candidates = consolidation.eligible(conn, session_id, collection, cfg, vectors)
+                clusters = consolidation.consolidate(conn, candidates, cfg, now)
+                decayed = apply_decay(conn, collection, cfg.decay_rate, now,
+                                      cfg.default_min_confidence)
+                summary = self._session_summary(conn, session, outcome_score, now)
+                conn.execute('INSERT INTO session_outcomes(session_id, outcome_score, '
+                             'recorded_at) VALUES (?, ?, ?)', (session_id, outcome_score, now))
+                conn.execute('UPDATE sessions SET ended_at = ?, outcome_score = '
+                             'COALESCE(?, outcome_score), summary_json = ? WHERE id = ?',
+                             (now, outcome_score, json.dumps(summary), session_id))
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        superseded = sum(len(c.members) - 1 for c in clusters)
+        sims = [c.avg_similarity for c in clusters]
+        return EndSessionResult(
+            merged_groups=len(clusters), superseded_count=superseded,
+            compression_ratio=superseded / len(candidates) if candidates else 0.0,
+            avg_similarity=sum(sims) / len(sims) if sims else 0.0, decayed_count=decayed,
+            related_memories=self.recaller.related(session_id, collection, RELATED_LIMIT),
+            summary=summary,
+            consolidated=[{'representative_id': c.representative.id,
+                           'superseded_ids': [m.id for m in c.members
+                                              if m.id != c.representative.id],
+                           'avg_similarity': c.avg_similarity} for c in clusters])
+
+    def _session_vectors(self, session_id: str) -> dict[int, Any]:
+        if not self.embedding.usable:
+            return {}
+        import numpy as np
+        rows = self.db.reader().execute(
+            'SELECT v.memory_id, v.embedding FROM memories_vec v JOIN memories m '
+            'ON m.id = v.memory_id WHERE m.session_id = ?', (session_id,)).fetchall()
+        return {mid: np.frombuffer(blob, dtype='<f4') for mid, blob in rows}
+
+    def _session_summary(self, conn: Any, session: Any, outcome: float | None,
+                         now: float) -> dict:
+        counts = dict(conn.execute(
+            "SELECT type, COUNT(*) FROM memories WHERE session_id = ? AND status = 'active' "
+            'GROUP BY type', (session['id'],)).fetchall())
+        return {'session_id': session['id'], 'collection': session['collection'],
+                'facts': counts.get('fact', 0), 'perceptions': counts.get('perception', 0),
+                'duration_s': now - session['started_at'], 'outcome_score': outcome}
+
+    # --- forget / update -------------------------------------------------------------------
+
+    def forget(self, memory_id: int, reason: str = '') -> None:
+        """Soft-delete a memory: it leaves recall, FTS and vectors; its history stays."""
+        memory_id = check_id('memory_id', memory_id)
+        reason = check_text('reason', reason, max_chars=1000, required=False)
+        now = self.clock()
+        try:
+            with self.db.write() as conn:
+                row = self._active_row(conn, memory_id)
+                store.set_status(conn, memory_id, 'forgotten', now=now)
+                store.add_history(conn, memory_id, 'forget', created_at=now,
+                                  old_content=row['content'], reason=reason)
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+
+    def update(self, memory_id: int, new_content: str, context: str | dict = ''
+               ) -> UpdateResult:
+        """Rewrite a memory: re-hash, re-index FTS and vector, keep the old text in history."""
+        memory_id = check_id('memory_id', memory_id)
+        content = check_text('new_content', new_content,
+                             max_chars=self._config.max_insight_chars)
+        ctx_update = self._json('context', context)
+        vector = self.embedding.embed_fact(content) if self.embedding.usable else None
+        now = self.clock()
+        try:
+            with self.db.write() as conn:
+                row = self._active_row(conn, memory_id)
+                ctx = json.loads(row['context_json'])
+                ctx.update(ctx_update)
+                store.replace_content(conn, memory_id, content, ctx)
+                if self.embedding.usable:
+                    store.put_vector(conn, memory_id, vector)
+                store.add_history(conn, memory_id, 'update', created_at=now,
+                                  old_content=row['content'], new_content=content)
+        except IntegrityError:
+            other = store.find_active_by_hash(self.db.reader(), self._config.collection, content)
+            raise ValidationError('another active memory already holds this text'
+                                  + (f' (id {other})' if other else '')) from None
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        return UpdateResult(row['content'], content)
+
+    def _active_row(self, conn: Any, memory_id: int) -> Any:
+        row = conn.execute('SELECT * FROM memories WHERE id = ?', (memory_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f'memory {memory_id} does not exist')
+        if row['status'] != 'active':
+            raise NotFoundError(f'memory {memory_id} is {row["status"]}, not active')
+        return row
+
+    # --- status ----------------------------------------------------------------------------
+
+    def status(self) -> EngineStatus:
+        """Counters and identity for NodeStatus and diagnostics."""
+        conn = self.db.reader()
+        pending = conn.execute('SELECT COUNT(*) FROM memories WHERE embedded = 0 '
+                               "AND status = 'active'").fetchone()[0]
+        emb = self.embedding.embedder
+        return EngineStatus(
+            db_path=str(self.db.path),
+            embed_backend='onnx' if emb is not None else 'none',
+            embed_device=getattr(emb, 'device', '') if emb is not None else '',
+            model_id=self.embedding.model_id, collection=self._config.collection,
+            active_memories_count=self._active_count(conn, self._config.collection),
+            db_bytes=_db_bytes(self.db.path), reindex_needed=self.embedding.reindex_needed,
+            embed_error=self.embedding.error, embed_failures=self.embedding.failures,
+            pending_embeddings=pending if self.embedding.usable else 0)
+
+    def _active_count(self, conn: Any, collection: str) -> int:
+        return conn.execute("SELECT COUNT(*) FROM memories WHERE collection = ? "
+                            "AND status = 'active'", (collection,)).fetchone()[0]
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _json(self, name: str, value: Any) -> dict:
+        return json_object(name, value, max_bytes=self._config.max_json_bytes,
+                           max_depth=self._config.max_json_depth)
+
+    def _collection(self, collection: str) -> str:
+        if not collection:
+            return self._config.collection
+        return check_text('collection', collection, max_chars=128)
+
+    @staticmethod
+    def _session_id(session_id: str) -> str:
+        return check_text('session_id', session_id or '', max_chars=256, required=False)
+
+
+def _db_bytes(path: Any) -> int:
+    total = 0
+    for suffix in ('', '-wal', '-shm'):
+        try:
+            total += path.with_name(path.name + suffix).stat().st_size
+        except OSError:
+            pass
+    return total
+

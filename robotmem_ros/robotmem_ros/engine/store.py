@@ -1,0 +1,230 @@
+"""Row-level SQL of the memory store: one place for every statement that touches a table.
+
+Functions take the connection to use, so the caller decides whether a statement runs inside the
+writer's transaction or on a reader. The FTS and vector tables are kept in step with
+``memories`` here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.schema import vec_table_sql
+from robotmem_ros.engine.types import MemoryRecord
+
+ACTIVE_SQL = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > :now)"
+MEMORY_COLUMNS = ('m.id, m.type, m.content, m.collection, m.session_id, m.category, '
+                  'm.perception_type, m.kind, m.confidence, m.context_json, m.status, '
+                  'm.superseded_by, m.access_count, m.created_at, m.last_accessed, '
+                  'm.valid_from, m.valid_until')
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    """Serialize a vector the way sqlite-vec expects (little-endian float32)."""
+    return np.asarray(vector, dtype='<f4').tobytes()
+
+
+def record_of(row: Any, tags: Sequence[str] = ()) -> MemoryRecord:
+    """Build a MemoryRecord from a row selected with MEMORY_COLUMNS."""
+    return MemoryRecord(
+        id=row['id'], content=row['content'], type=row['type'], category=row['category'],
+        perception_type=row['perception_type'], confidence=row['confidence'],
+        context=json.loads(row['context_json']), session_id=row['session_id'] or '',
+        collection=row['collection'], access_count=row['access_count'],
+        created_at=row['created_at'], last_accessed=row['last_accessed'], kind=row['kind'],
+        status=row['status'], tags=list(tags), valid_from=row['valid_from'],
+        valid_until=row['valid_until'], superseded_by=row['superseded_by'])
+
+
+def fetch_records(conn: Any, ids: Sequence[int]) -> dict[int, MemoryRecord]:
+    """Load memories (any status) with their tags, keyed by id."""
+    if not ids:
+        return {}
+    marks = ','.join('?' * len(ids))
+    rows = conn.execute(f'SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({marks})',
+                        list(ids)).fetchall()
+    tags: dict[int, list[str]] = {}
+    for tag_row in conn.execute(
+            f'SELECT memory_id, tag FROM tags WHERE memory_id IN ({marks}) ORDER BY tag',
+            list(ids)):
+        tags.setdefault(tag_row[0], []).append(tag_row[1])
+    return {row['id']: record_of(row, tags.get(row['id'], ())) for row in rows}
+
+
+# --- meta ------------------------------------------------------------------------------------
+
+def get_meta(conn: Any, key: str) -> str | None:
+    """Return a meta value or None."""
+    row = conn.execute('SELECT value FROM meta WHERE key = ?', (key,)).fetchone()
+    return row[0] if row else None
+
+
+def set_meta(conn: Any, key: str, value: str) -> None:
+    """Insert or replace a meta value."""
+    conn.execute('INSERT INTO meta(key, value) VALUES (?, ?) '
+                 'ON CONFLICT(key) DO UPDATE SET value = excluded.value', (key, value))
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+def ensure_session(conn: Any, session_id: str, collection: str, now: float,
+                   context: dict | None = None) -> None:
+    """Register a session on first sight (robots may stream before calling StartSession)."""
+    conn.execute(
+        'INSERT INTO sessions(id, collection, context_json, started_at) VALUES (?, ?, ?, ?) '
+        'ON CONFLICT(id) DO NOTHING',
+        (session_id, collection, json.dumps(context or {}, ensure_ascii=False), now))
+
+
+def get_session(conn: Any, session_id: str) -> Any:
+    """Return the session row or None."""
+    return conn.execute('SELECT * FROM sessions WHERE id = ?', (session_id,)).fetchone()
+
+
+# --- memories --------------------------------------------------------------------------------
+
+def insert_memory(conn: Any, *, type_: str, content: str, collection: str, session_id: str,
+                  category: str, perception_type: str, kind: str, confidence: float,
+                  context: dict, created_at: float, tags: Iterable[str] = ()) -> int:
+    """Insert a memory, its FTS row, tags and a ``create`` history entry; return its id."""
+    cur = conn.execute(
+        'INSERT INTO memories(type, content, content_hash, collection, session_id, category, '
+        'perception_type, kind, confidence, context_json, created_at, valid_from) '
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        (type_, content, textmod.content_hash(content), collection, session_id or None,
+         category, perception_type, kind, confidence,
+         json.dumps(context, ensure_ascii=False), created_at, created_at))
+    memory_id = cur.lastrowid
+    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
+                 (memory_id, textmod.fts_index_text(content)))
+    conn.executemany('INSERT OR IGNORE INTO tags(memory_id, tag) VALUES (?, ?)',
+                     [(memory_id, t) for t in tags])
+    add_history(conn, memory_id, 'create', new_content=content, created_at=created_at)
+    return memory_id
+
+
+def add_history(conn: Any, memory_id: int, event: str, *, created_at: float,
+                old_content: str | None = None, new_content: str | None = None,
+                reason: str = '', actor: str = 'engine', details: dict | None = None) -> None:
+    """Append one audit entry (create, reinforce, supersede, merge, update, forget, decay)."""
+    conn.execute(
+        'INSERT INTO history(memory_id, event, old_content, new_content, reason, actor, '
+        'details_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        (memory_id, event, old_content, new_content, reason, actor,
+         json.dumps(details or {}, ensure_ascii=False), created_at))
+
+
+def find_active_by_hash(conn: Any, collection: str, content: str) -> int | None:
+    """Id of the active fact with the same normalized text, via the unique index."""
+    row = conn.execute(
+        "SELECT id FROM memories WHERE collection = ? AND content_hash = ? "
+        "AND status = 'active' AND type = 'fact'",
+        (collection, textmod.content_hash(content))).fetchone()
+    return row[0] if row else None
+
+
+def set_status(conn: Any, memory_id: int, status: str, *, now: float,
+               superseded_by: int | None = None) -> None:
+    """Deactivate a memory: status, validity end, and out of the vector index.
+
+    Forgotten memories leave the FTS index too (they must never come back); superseded ones
+    keep their FTS row so "what did we believe at time T" can still search them.
+    """
+    conn.execute('UPDATE memories SET status = ?, superseded_by = ?, '
+                 'valid_until = COALESCE(valid_until, ?) WHERE id = ?',
+                 (status, superseded_by, now, memory_id))
+    delete_vector(conn, memory_id)
+    if status == 'forgotten':
+        conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+
+
+def replace_content(conn: Any, memory_id: int, content: str, context: dict) -> None:
+    """Rewrite a memory's text and context and re-index its FTS row (vector handled apart)."""
+    conn.execute('UPDATE memories SET content = ?, content_hash = ?, context_json = ?, '
+                 'embedded = 0 WHERE id = ?',
+                 (content, textmod.content_hash(content),
+                  json.dumps(context, ensure_ascii=False), memory_id))
+    conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
+                 (memory_id, textmod.fts_index_text(content)))
+    delete_vector(conn, memory_id)
+
+
+# --- vectors ---------------------------------------------------------------------------------
+
+def has_vec_table(conn: Any) -> bool:
+    """Return True when the vector table exists."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_vec'").fetchone() \
+        is not None
+
+
+def create_vec_table(conn: Any, dim: int) -> None:
+    """Create the vector table for ``dim`` if missing."""
+    conn.execute(vec_table_sql(dim))
+
+
+def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
+    """Store a memory's vector (or mark it as not embeddable when ``vector`` is None)."""
+    if vector is None:
+        conn.execute('UPDATE memories SET embedded = -1 WHERE id = ?', (memory_id,))
+        return
+    row = conn.execute('SELECT collection, status, category, kind, session_id FROM memories '
+                       'WHERE id = ?', (memory_id,)).fetchone()
+    if row is None or row['status'] != 'active':
+        return
+    conn.execute('DELETE FROM memories_vec WHERE memory_id = ?', (memory_id,))
+    conn.execute(
+        'INSERT INTO memories_vec(memory_id, collection, embedding, status, category, kind, '
+        'session_id) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        (memory_id, row['collection'], to_blob(vector), 'active', row['category'], row['kind'],
+         row['session_id'] or ''))
+    conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
+
+
+def delete_vector(conn: Any, memory_id: int) -> None:
+    """Remove a memory from the vector index (no-op without a vector table)."""
+    if has_vec_table(conn):
+        conn.execute('DELETE FROM memories_vec WHERE memory_id = ?', (memory_id,))
+
+
+def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
+               session_id: str = '', type_: str = '') -> list[tuple[int, float]]:
+    """KNN inside the index, filtered by partition and metadata; returns (id, cosine sim)."""
+    sql = ('SELECT memory_id, distance FROM memories_vec WHERE embedding MATCH ? AND k = ? '
+           "AND collection = ? AND status = 'active'")
+    args: list[Any] = [to_blob(vector), int(k), collection]
+    if session_id:
+        sql += ' AND session_id = ?'
+        args.append(session_id)
+    if type_:  # perceptions carry category 'perception'; facts never do
+        sql += ' AND category = ?' if type_ == 'perception' else ' AND category != ?'
+        args.append('perception')
+    rows = conn.execute(sql + ' ORDER BY distance', args).fetchall()
+    return [(row[0], 1.0 - row[1]) for row in rows]
+
+
+# --- full text -------------------------------------------------------------------------------
+
+def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float,
+               session_id: str = '', type_: str = '', include_inactive: bool = False,
+               min_confidence: float = 0.0) -> list[tuple[int, float]]:
+    """BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query."""
+    where = ['memories_fts MATCH :q', 'm.collection = :c', 'm.confidence >= :minc']
+    if not include_inactive:
+        where.append(ACTIVE_SQL)
+    else:
+        where.append("m.status != 'forgotten'")
+    if session_id:
+        where.append('m.session_id = :s')
+    if type_:
+        where.append('m.type = :t')
+    sql = (f'SELECT m.id, bm25(memories_fts) AS score FROM memories_fts '
+           f'JOIN memories m ON m.id = memories_fts.rowid WHERE {" AND ".join(where)} '
+           f'ORDER BY score LIMIT :lim')
+    rows = conn.execute(sql, {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
+                              's': session_id, 't': type_, 'lim': int(limit)}).fetchall()
+    return [(row[0], row[1]) for row in rows]

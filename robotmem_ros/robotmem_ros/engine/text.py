@@ -1,0 +1,149 @@
+"""Text normalization and tokenization shared by dedup, FTS indexing and consolidation.
+
+One tokenizer serves the FTS index, the FTS query and the Jaccard layer, so a token that
+matches in one place matches in all. Seed 000 splits on whitespace, which makes
+``grip_force=12.5N`` a single token and the seed's own consolidation example impossible; here
+identifiers are split on ``_ = : /``, numbers keep their attached unit (``12.5n``), English words
+get a light plural/-ing stem, and Chinese runs are segmented with jieba.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import re
+import unicodedata
+from typing import Iterable
+
+import jieba
+
+jieba.setLogLevel(logging.WARNING)
+
+_CJK = re.compile(r'[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+')
+# Numbers with an attached unit ("12.5n", "90deg", "5%"), or words starting with a letter that
+# may carry digits ("ur5e").
+_LATIN_TOKEN = re.compile(r'\d+(?:\.\d+)?[^\W\d_]*%?|[^\W\d_][^\W_]*')
+_NUMBER = re.compile(r'(?<![\w.])[-+]?\d+(?:\.\d+)?')
+_WS = re.compile(r'\s+')
+
+# Seed 000's stopwords (EN + ZH + category words, so that sharing a category keyword alone never
+# makes two facts look alike) plus common English function words.
+JACCARD_STOPWORDS = frozenset(
+    '的 了 在 是 把 被 给 和 与 从 到 也 都 就 对 又 所 而 且 但 或 '
+    'a an the is are was were be to of and in for on with '
+    'preference constraint decision observation code config pattern '
+    'architecture root_cause tradeoff revert '
+    'it its this that these those at by as or if then than so do does did has have had '
+    'i we you he she they them our my your his her'.split())
+# Query-side stopwords for BM25: function words only (IDF handles the rest).
+QUERY_STOPWORDS = frozenset(
+    'a an the is are was were be to of and in for on with how what which when where who why '
+    'do does did it its this that at by as or 的 了 在 是 和 与 吗 呢 如何 怎么 什么'.split())
+
+
+def normalize_for_hash(text: str) -> str:
+    """Collapse whitespace, case-fold and NFC-normalize: what "the same text" means."""
+    return _WS.sub(' ', unicodedata.normalize('NFC', text)).strip().casefold()
+
+
+def content_hash(text: str) -> str:
+    """SHA-256 of the normalized text (full digest: collisions must not merge facts)."""
+    return hashlib.sha256(normalize_for_hash(text).encode('utf-8')).hexdigest()
+
+
+def has_cjk(text: str) -> bool:
+    """Return True when the text contains CJK ideographs."""
+    return _CJK.search(text) is not None
+
+
+def _stem(word: str) -> str:
+    """Strip English plural / -ing / -ed endings; deliberately light to stay predictable."""
+    if not word.isascii() or not word.isalpha() or len(word) <= 3:
+        return word
+    if word.endswith('ies') and len(word) > 4:
+        return word[:-3] + 'y'
+    if word.endswith('ing') and len(word) > 5:
+        return _undouble(word[:-3])
+    if word.endswith('ed') and len(word) > 4:
+        return _undouble(word[:-2])
+    if word.endswith('sses'):
+        return word[:-2]
+    if word.endswith('s') and not word.endswith(('ss', 'us', 'is')):
+        return word[:-1]
+    return word
+
+
+def _undouble(stem: str) -> str:
+    if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in 'lsz':
+        return stem[:-1]
+    return stem
+
+
+@functools.lru_cache(maxsize=4096)
+def _cut_cjk(run: str) -> tuple[str, ...]:
+    return tuple(w for w in jieba.lcut(run) if w.strip())
+
+
+@functools.lru_cache(maxsize=65536)
+def tokenize(text: str) -> tuple[str, ...]:
+    """Return all tokens of ``text`` in order: case-folded, stemmed, CJK segmented."""
+    folded = unicodedata.normalize('NFC', text).casefold()
+    out: list[str] = []
+    pos = 0
+    for match in _CJK.finditer(folded):
+        out.extend(_latin_tokens(folded[pos:match.start()]))
+        out.extend(_cut_cjk(match.group()))
+        pos = match.end()
+    out.extend(_latin_tokens(folded[pos:]))
+    return tuple(out)
+
+
+def _latin_tokens(chunk: str) -> Iterable[str]:
+    for match in _LATIN_TOKEN.finditer(chunk):
+        token = match.group()
+        if len(token) == 1 and not token.isdigit():
+            continue
+        yield _stem(token)
+
+
+def jaccard_tokens(text: str) -> frozenset[str]:
+    """Token set for the Jaccard layers (stopwords removed)."""
+    return frozenset(t for t in tokenize(text) if t not in JACCARD_STOPWORDS)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    """Return |a ∩ b| / |a ∪ b|; 0.0 for two empty sets."""
+    union = a | b
+    return len(a & b) / len(union) if union else 0.0
+
+
+def fts_index_text(text: str) -> str:
+    """Text stored in the FTS5 index: the same tokens the queries use, space separated."""
+    return ' '.join(tokenize(text))
+
+
+def fts_query(text: str) -> str | None:
+    """Build a safe FTS5 MATCH expression: OR of quoted tokens, no operators; None if empty.
+
+    Tokens contain only word characters, '.' and '%', so quoting makes every one a literal
+    phrase; raw user text never reaches MATCH (seed 004's pipeline swallowed syntax errors).
+    """
+    tokens = [t for t in dict.fromkeys(tokenize(text)) if t not in QUERY_STOPWORDS]
+    if not tokens:
+        return None
+    return ' OR '.join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+def numbers_of(text: str) -> frozenset[float]:
+    """Numeric values mentioned in ``text`` (12.5 and 12.50 are the same value)."""
+    return frozenset(float(m.group()) for m in _NUMBER.finditer(text.replace('_', ' ')))
+
+
+def numbers_conflict(a: str, b: str) -> bool:
+    """Return True when the two texts mention different numeric values.
+
+    Facts that differ only in a number ("12.5N" vs "15N") carry different experience; no dedup
+    layer and no consolidation may fold one into the other.
+    """
+    return numbers_of(a) != numbers_of(b)
