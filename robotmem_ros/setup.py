@@ -23,6 +23,7 @@ setup(
     extras_require={'test': ['pytest']},
     entry_points={
         'console_scripts': [
+            'robotmem_node = robotmem_ros.node.memory_node:main',
         ],
     },
 )

@@ -1,0 +1,39 @@
+# One-command entry points (README "Quick start"). Everything runs inside the pinned venv
+# (ROBOTMEM_VENV overrides its path) with the colcon install space on the paths.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+ENV := source scripts/ros_env.sh && export PYTHONPATH="$(CURDIR)/robotmem_ros:$$PYTHONPATH"
+PYTEST_ARGS ?=
+NODE_ARGS ?=
+
+.PHONY: build run test lint bench soak
+
+build:
+	@scripts/setup_env.sh
+
+run: build
+	@echo '--------------------------------------------------------------------------------'
+	@echo 'robotmem node starting (store: $${ROBOTMEM_HOME:-~/.robotmem}/memory.db; Ctrl-C stops).'
+	@echo 'Call it from another shell, after: cd $(CURDIR) && source scripts/ros_env.sh'
+	@echo '  python -c "import rclpy; from robotmem_msgs.srv import Learn as S; rclpy.init(); \'
+	@echo "n = rclpy.create_node('c'); c = n.create_client(S, '/robotmem/learn'); \\"
+	@echo "c.wait_for_service(); f = c.call_async(S.Request(insight='the red cup is on the left shelf')); \\"
+	@echo 'rclpy.spin_until_future_complete(n, f); print(f.result())"'
+	@echo 'On a robot with ROS 2:'
+	@echo "  ros2 service call /robotmem/learn robotmem_msgs/srv/Learn \"{insight: 'the red cup is on the left shelf'}\""
+	@echo "  ros2 service call /robotmem/recall robotmem_msgs/srv/Recall \"{query: 'red cup'}\""
+	@echo '--------------------------------------------------------------------------------'
+	@$(ENV) && exec python -m robotmem_ros.node.memory_node $(NODE_ARGS)
+
+test: build
+	@$(ENV) && python -m pytest robotmem_ros/test -m 'not slow' -q $(PYTEST_ARGS)
+
+lint: build
+	@$(ENV) && python -m pytest -q robotmem_ros/test/test_flake8.py robotmem_ros/test/test_pep257.py
+
+bench: build
+	@$(ENV) && if [ -f bench/run_all.py ]; then python bench/run_all.py; \
+	  else echo 'bench/run_all.py not present yet: nothing to run'; fi
+
+soak: build
+	@$(ENV) && python -m pytest robotmem_ros/test -m slow -q $(PYTEST_ARGS)

@@ -1,0 +1,109 @@
+"""
+Engine results <-> ROS messages, in one place.
+
+The engine speaks plain Python (epoch floats, dicts); messages speak builtin_interfaces/Time
+and JSON strings. Keeping every translation here lets the service adapters stay one line each
+and keeps ROS types out of the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable
+
+from builtin_interfaces.msg import Time
+from robotmem_msgs.msg import Memory, PerceptionData
+from robotmem_ros.engine.types import (EndSessionResult, LearnResult, MemoryRecord,
+                                       PerceptionInput, RecallResult)
+
+_NS = 1_000_000_000
+
+
+def to_time(epoch: float | None) -> Time:
+    """Epoch seconds -> Time; None (never happened) -> zero time."""
+    if epoch is None or not math.isfinite(epoch) or epoch <= 0:
+        return Time()
+    ns = round(epoch * _NS)
+    return Time(sec=ns // _NS, nanosec=ns % _NS)
+
+
+def from_time(stamp: Time) -> float | None:
+    """Time -> epoch seconds; a zero stamp (publisher left it unset) -> None, i.e. now."""
+    if stamp.sec == 0 and stamp.nanosec == 0:
+        return None
+    return stamp.sec + stamp.nanosec / _NS
+
+
+def to_json(value: Any) -> str:
+    """Serialize an engine dict/list for a *_json field ('' for nothing)."""
+    if not value:
+        return ''
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def to_memory(record: MemoryRecord) -> Memory:
+    """Build a Memory message from an engine record."""
+    return Memory(
+        id=record.id, content=record.content, type=record.type, category=record.category,
+        perception_type=record.perception_type, confidence=float(record.confidence),
+        rrf_score=float(record.rrf_score), context_json=to_json(record.context),
+        session_id=record.session_id, collection=record.collection,
+        access_count=int(record.access_count), created_at=to_time(record.created_at),
+        last_accessed=to_time(record.last_accessed))
+
+
+def to_memories(records: Iterable[MemoryRecord]) -> list[Memory]:
+    """Build Memory messages from engine records, order kept."""
+    return [to_memory(r) for r in records]
+
+
+def fill_learn(response: Any, result: LearnResult) -> Any:
+    """Fill a Learn response from the engine result."""
+    response.success = True
+    response.memory_id = result.memory_id
+    response.status = result.status
+    response.method = result.method
+    response.existing_id = result.existing_id
+    response.similarity = float(result.similarity)
+    response.similar_facts = to_memories(result.similar_facts)
+    response.auto_inferred_json = to_json(result.auto_inferred)
+    return response
+
+
+def fill_recall(response: Any, result: RecallResult) -> Any:
+    """Fill a Recall response from the engine result."""
+    response.memories = to_memories(result.memories)
+    response.total = result.total
+    response.mode = result.mode
+    response.query_ms = float(result.query_ms)
+    return response
+
+
+def fill_end_session(response: Any, result: EndSessionResult) -> Any:
+    """Fill an EndSession response from the engine result."""
+    response.success = True
+    response.merged_groups = result.merged_groups
+    response.superseded_count = result.superseded_count
+    response.compression_ratio = float(result.compression_ratio)
+    response.avg_similarity = float(result.avg_similarity)
+    response.decayed_count = result.decayed_count
+    response.related_memories = to_memories(result.related_memories)
+    response.summary_json = to_json(result.summary)
+    response.consolidated_json = to_json(result.consolidated)
+    return response
+
+
+def perception_from_msg(msg: PerceptionData) -> PerceptionInput:
+    """Convert a topic message to engine input; the header stamp is the perception time."""
+    return PerceptionInput(description=msg.description, perception_type=msg.perception_type,
+                           data=msg.data, metadata=msg.metadata, session_id=msg.session_id,
+                           collection=msg.collection, created_at=from_time(msg.header.stamp))
+
+
+def perception_from_request(request: Any) -> PerceptionInput:
+    """Convert a SavePerception request to engine input (time = now)."""
+    return PerceptionInput(description=request.description,
+                           perception_type=request.perception_type, data=request.data,
+                           metadata=request.metadata, session_id=request.session_id,
+                           collection=request.collection)

@@ -1,0 +1,251 @@
+"""
+The robotmem ROS 2 node: services and the perception stream around one MemoryEngine.
+
+Every service callback is a thin adapter (request -> engine call -> response). Whatever goes
+wrong inside a request becomes ``success=false, error=...`` in its response: the node is
+shared by every manipulation node on the robot and must never die on one bad request. Writes
+share a MutuallyExclusive callback group (the engine serializes them anyway; this keeps
+executor threads free for Recall, which runs in a Reentrant group next to them).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from typing import Any, Callable
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, qos_profile_sensor_data, QoSProfile,
+                       ReliabilityPolicy)
+from robotmem_msgs.msg import PerceptionData
+from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
+                               Update)
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine.engine import MemoryEngine
+from robotmem_ros.errors import RobotMemError
+from robotmem_ros.node import conversions as conv
+from robotmem_ros.node import log_bridge
+from robotmem_ros.node.parameters import declare_config_parameters, make_set_callback
+from robotmem_ros.node.perception_ingest import PerceptionIngest
+from robotmem_ros.node.status import StatusReporter
+
+NODE_NAME = 'robotmem'
+EMBED_PERIOD_S = 1.0
+STATUS_POLL_S = 0.25
+EXECUTOR_THREADS = 4
+
+
+def perception_qos(config: MemoryConfig) -> QoSProfile:
+    """Subscription QoS from the perception_qos parameter (never TRANSIENT_LOCAL)."""
+    if config.perception_qos == 'sensor_data':
+        return qos_profile_sensor_data
+    reliability = (ReliabilityPolicy.RELIABLE if config.perception_qos == 'reliable'
+                   else ReliabilityPolicy.BEST_EFFORT)
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=config.perception_depth,
+                      reliability=reliability, durability=DurabilityPolicy.VOLATILE)
+
+
+class MemoryNode(Node):
+    """Hosts the memory engine; raises RobotMemError when the store cannot be opened."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        self._log_handler = log_bridge.install(self.get_logger())
+        self._engine: MemoryEngine | None = None
+        self._ingest: PerceptionIngest | None = None
+        try:
+            self._start()
+        except BaseException:
+            self._shutdown_engine()
+            raise
+
+    def _start(self) -> None:
+        config = declare_config_parameters(self)
+        self._ingest = PerceptionIngest(
+            self._save_batch, batch_size=config.perception_batch_size,
+            flush_interval=config.perception_flush_interval,
+            max_buffer=config.perception_max_buffer, on_flush=self._on_store_change)
+        self._status = StatusReporter(
+            self, self._ingest.counters, str(config.resolved_db_path()),
+            lambda: self._config.perception_max_buffer, config.embed_device)
+        self._engine = MemoryEngine.open(config)
+        self._status.attach_store(self._engine.status)
+        self.add_on_set_parameters_callback(
+            make_set_callback(lambda: self._config, self._apply_config))
+
+        writes = MutuallyExclusiveCallbackGroup()
+        reads = ReentrantCallbackGroup()
+        for srv_type, name, handler, group in (
+                (Learn, '~/learn', self._learn, writes),
+                (Recall, '~/recall', self._recall, reads),
+                (StartSession, '~/start_session', self._start_session, writes),
+                (EndSession, '~/end_session', self._end_session, writes),
+                (SavePerception, '~/save_perception', self._save_perception, writes),
+                (Forget, '~/forget', self._forget, writes),
+                (Update, '~/update', self._update, writes)):
+            self.create_service(srv_type, name, self._guarded(name, handler, group is writes),
+                                callback_group=group)
+        self._ingest.start()
+        self.create_subscription(PerceptionData, 'perception', self._on_perception,
+                                 perception_qos(config),
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_timer(EMBED_PERIOD_S, self._embed_pending,
+                          callback_group=MutuallyExclusiveCallbackGroup())
+        timers = MutuallyExclusiveCallbackGroup()
+        self.create_timer(STATUS_POLL_S, self._status.publish, callback_group=timers)
+        self._heartbeat = self.create_timer(config.status_period, self._status.heartbeat,
+                                            callback_group=timers)
+        self._status.heartbeat()
+        self.get_logger().info(
+            f'ready: store {config.resolved_db_path()}, embed {config.embed_backend}, '
+            f'perception QoS {config.perception_qos}')
+
+    @property
+    def _config(self) -> MemoryConfig:
+        return self._engine.config
+
+    # --- parameters ---------------------------------------------------------------------------
+    def _apply_config(self, config: MemoryConfig) -> None:
+        self._engine.set_config(config)
+        self._ingest.configure(batch_size=config.perception_batch_size,
+                               flush_interval=config.perception_flush_interval,
+                               max_buffer=config.perception_max_buffer)
+        self._heartbeat.timer_period_ns = int(config.status_period * 1e9)
+        self._status.mark_dirty()
+
+    # --- service plumbing ---------------------------------------------------------------------
+    def _guarded(self, name: str, handler: Callable[[Any, Any], Any],
+                 writes: bool) -> Callable[[Any, Any], Any]:
+        """Wrap a handler so every failure becomes an error response, never a dead node."""
+
+        def callback(request: Any, response: Any) -> Any:
+            try:
+                return handler(request, response)
+            except RobotMemError as exc:
+                error = str(exc) or type(exc).__name__
+                self.get_logger().warning(f'{name}: {error}')
+            except Exception as exc:
+                self.get_logger().error(f'{name} failed:\n{traceback.format_exc()}')
+                error = f'internal error: {type(exc).__name__}: {exc}'
+            finally:
+                if writes:
+                    self._on_store_change()
+            failed = type(response)()  # fresh: no half-filled fields, empty lists
+            failed.error = error
+            return failed
+
+        return callback
+
+    def _on_store_change(self) -> None:
+        self._status.mark_dirty()
+
+    # --- services -----------------------------------------------------------------------------
+    def _learn(self, req: Learn.Request, res: Learn.Response) -> Learn.Response:
+        result = self._engine.learn(req.insight, req.context, req.collection, req.session_id)
+        return conv.fill_learn(res, result)
+
+    def _recall(self, req: Recall.Request, res: Recall.Response) -> Recall.Response:
+        result = self._engine.recall(req.query, n=req.n, min_confidence=req.min_confidence,
+                                     session_id=req.session_id,
+                                     context_filter=req.context_filter,
+                                     spatial_sort=req.spatial_sort, collection=req.collection)
+        return conv.fill_recall(res, result)
+
+    def _start_session(self, req: StartSession.Request,
+                       res: StartSession.Response) -> StartSession.Response:
+        info = self._engine.start_session(req.context, req.collection)
+        res.success = True
+        res.session_id = info.session_id
+        res.collection = info.collection
+        res.active_memories_count = info.active_memories_count
+        return res
+
+    def _end_session(self, req: EndSession.Request,
+                     res: EndSession.Response) -> EndSession.Response:
+        score = req.outcome_score if req.has_outcome_score else None
+        return conv.fill_end_session(res, self._engine.end_session(req.session_id, score))
+
+    def _save_perception(self, req: SavePerception.Request,
+                         res: SavePerception.Response) -> SavePerception.Response:
+        res.memory_id = self._engine.save_perception(conv.perception_from_request(req))
+        res.success = True
+        return res
+
+    def _forget(self, req: Forget.Request, res: Forget.Response) -> Forget.Response:
+        self._engine.forget(req.memory_id, req.reason)
+        res.success = True
+        return res
+
+    def _update(self, req: Update.Request, res: Update.Response) -> Update.Response:
+        result = self._engine.update(req.memory_id, req.new_content, req.context)
+        res.success = True
+        res.old_content = result.old_content
+        res.new_content_out = result.new_content
+        return res
+
+    # --- perception stream ----------------------------------------------------------------------
+    def _on_perception(self, msg: PerceptionData) -> None:
+        self._ingest.offer(conv.perception_from_msg(msg),
+                           (msg.header.frame_id, msg.session_id), msg.seq)
+
+    def _save_batch(self, batch: Any) -> list[int]:
+        return self._engine.save_perceptions(batch)
+
+    def _embed_pending(self) -> None:
+        try:
+            if self._engine.embed_pending():
+                self._status.mark_dirty()
+        except Exception as exc:  # embedding is best effort; recall falls back to BM25
+            self.get_logger().warning(f'background embedding failed: {exc}',
+                                      throttle_duration_sec=60.0)
+
+    # --- shutdown -------------------------------------------------------------------------------
+    def _shutdown_engine(self) -> None:
+        if self._ingest is not None:
+            self._ingest.stop()
+            self._ingest = None
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+        log_bridge.uninstall(self._log_handler)
+
+    def destroy_node(self) -> None:
+        """Flush buffered perceptions and close the store, then tear down ROS entities."""
+        self._shutdown_engine()
+        super().destroy_node()
+
+
+def _run(args: list[str] | None) -> int:
+    with rclpy.init(args=args):
+        try:
+            node = MemoryNode()
+        except RobotMemError as exc:
+            rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {exc}')
+            return 1
+        executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+        executor.add_node(node)
+        try:
+            # spin_once in a loop instead of spin(): spin() occasionally misses a signal.
+            while rclpy.ok():
+                executor.spin_once(timeout_sec=0.5)
+        except (KeyboardInterrupt, ExternalShutdownException):
+            pass
+        finally:
+            executor.shutdown()
+            node.destroy_node()
+    return 0
+
+
+def main(args: list[str] | None = None) -> int:
+    """Entry point of ``ros2 run robotmem_ros robotmem_node``; exit 0 on SIGINT/SIGTERM."""
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C while the store was still opening
+        return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""
+Shared fixtures: DDS isolation, the memory node as a subprocess, an in-process client node.
+
+DDS isolation happens at import time, before any test creates a participant: every run gets
+its own ROS_DOMAIN_ID (unless the caller chose one) and discovery stays on this host, so two
+test runs on one machine — or a robot stack next to them — never see each other. Each node
+started here also gets a unique namespace, which keeps tests apart even within a domain.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterator
+import uuid
+
+import pytest
+
+os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(1, 100)))
+os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
+READY_TIMEOUT_S = 60.0   # hang guards, not speed assertions: CI machines can be slow
+CALL_TIMEOUT_S = 30.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the markers the ament linter tests carry."""
+    for marker in ('flake8', 'pep257', 'linter'):
+        config.addinivalue_line('markers', f'{marker}: ament linter test')
+
+
+class RosClient:
+    """A client node spinning in a background thread; calls block the test, not the node."""
+
+    def __init__(self) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._rclpy = rclpy
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(f'robotmem_test_client_{os.getpid()}',
+                                      context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+        self._clients: dict[tuple[Any, str], Any] = {}
+
+    def _spin(self) -> None:
+        while self.context.ok():
+            try:
+                self.executor.spin_once(timeout_sec=0.1)
+            except Exception:  # context shut down while spinning
+                return
+
+    def call(self, srv_type: Any, name: str, timeout: float = CALL_TIMEOUT_S, **fields: Any
+             ) -> Any:
+        """Call service ``name`` with request ``fields`` and return the response."""
+        key = (srv_type, name)
+        if key not in self._clients:
+            self._clients[key] = self.node.create_client(srv_type, name)
+        client = self._clients[key]
+        assert client.wait_for_service(timeout_sec=timeout), f'service {name} not available'
+        done = threading.Event()
+        future = client.call_async(srv_type.Request(**fields))
+        future.add_done_callback(lambda _: done.set())
+        assert done.wait(timeout), f'no response from {name}'
+        return future.result()
+
+    def wait_for(self, msg_type: Any, topic: str, predicate: Callable[[Any], bool],
+                 qos: Any = 10, timeout: float = READY_TIMEOUT_S) -> Any:
+        """Subscribe to ``topic`` until a message satisfies ``predicate``; return it."""
+        found: list[Any] = []
+        done = threading.Event()
+
+        def on_msg(msg: Any) -> None:
+            if not done.is_set() and predicate(msg):
+                found.append(msg)
+                done.set()
+
+        sub = self.node.create_subscription(msg_type, topic, on_msg, qos)
+        try:
+            assert done.wait(timeout), f'no matching message on {topic}'
+        finally:
+            self.node.destroy_subscription(sub)
+        return found[0]
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        self.node.destroy_node()
+        self._rclpy.shutdown(context=self.context)
+        self._thread.join(timeout=5)
+
+
+class NodeProcess:
+    """The memory node as a subprocess under a unique namespace, on its own database."""
+
+    def __init__(self, client: RosClient, db_path: pathlib.Path, log_path: pathlib.Path,
+                 **params: Any) -> None:
+        self.client = client
+        self.db_path = db_path
+        self.log_path = log_path
+        self.namespace = f'/t{uuid.uuid4().hex[:10]}'
+        self.prefix = f'{self.namespace}/robotmem'
+        params.setdefault('embed_backend', 'none')
+        args = [sys.executable, '-m', 'robotmem_ros.node.memory_node', '--ros-args',
+                '-r', f'__ns:={self.namespace}', '-p', f'db_path:={db_path}']
+        for name, value in params.items():
+            if isinstance(value, bool):
+                value = 'true' if value else 'false'
+            args += ['-p', f'{name}:={value}']
+        env = dict(os.environ)
+        env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
+        env['PYTHONUNBUFFERED'] = '1'
+        self._log = open(log_path, 'ab')
+        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+
+    def status(self, predicate: Callable[[Any], bool] = lambda s: s.ready) -> Any:
+        """Wait for a NodeStatus satisfying ``predicate`` (latched, so no race at start)."""
+        from robotmem_msgs.msg import NodeStatus
+        from robotmem_ros.node.status import LATCHED
+        if self.proc.poll() is not None:
+            raise AssertionError(f'node exited with {self.proc.returncode}:\n{self.log()}')
+        return self.client.wait_for(NodeStatus, f'{self.prefix}/status', predicate, LATCHED)
+
+    def call(self, srv_type: Any, service: str, **fields: Any) -> Any:
+        """Call ``~/<service>`` of this node."""
+        return self.client.call(srv_type, f'{self.prefix}/{service}', **fields)
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors='replace')
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = READY_TIMEOUT_S) -> int:
+        """Signal the node and return its exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope='session')
+def ros() -> Iterator[RosClient]:
+    """In-process client node, shared by the whole run."""
+    client = RosClient()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def start_node(ros: RosClient, tmp_path: pathlib.Path) -> Iterator[Callable[..., NodeProcess]]:
+    """Start memory nodes (default: BM25-only on a fresh DB in tmp_path); stopped at teardown."""
+    started: list[NodeProcess] = []
+
+    def start(db_path: pathlib.Path | None = None, wait_ready: bool = True,
+              **params: Any) -> NodeProcess:
+        node = NodeProcess(ros, db_path or tmp_path / 'memory.db',
+                           tmp_path / f'node{len(started)}.log', **params)
+        started.append(node)
+        if wait_ready:
+            node.status()
+        return node
+
+    yield start
+    for node in started:
+        node.stop()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = READY_TIMEOUT_S) -> bool:
+    """Poll ``predicate`` until true or the hang guard expires."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
