@@ -1,0 +1,47 @@
+"""Helpers for engine tests: a real store on disk, the real bundled model loaded once."""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any
+
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.embedding import load_embedder
+from robotmem_ros.engine import MemoryEngine
+
+
+@functools.lru_cache(maxsize=None)
+def embedder(model: str = 'minilm-l6-int8') -> Any:
+    """Load a bundled model once per test run (loading dominates a small test)."""
+    return load_embedder(MemoryConfig(embed_model=model))
+
+
+def make_engine(tmp_path: pathlib.Path, *, embed: bool = False, name: str = 'memory.db',
+                model: str = 'minilm-l6-int8', **settings: Any) -> MemoryEngine:
+    """Open an engine on a file in ``tmp_path``; BM25-only unless ``embed``."""
+    clock = settings.pop('clock', None)
+    config = MemoryConfig(db_path=str(tmp_path / name),
+                          embed_backend='onnx' if embed else 'none', embed_model=model,
+                          **settings)
+    kwargs = {'clock': clock} if clock is not None else {}
+    return MemoryEngine(config, embedder(model) if embed else None, **kwargs)
+
+
+class FakeClock:
+    """A settable clock so decay and half-life tests can move time without sleeping."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance_days(self, days: float) -> None:
+        self.now += days * 86_400.0
+
+
+def count(engine: MemoryEngine, where: str = '1', *args: Any) -> int:
+    """Count memories rows matching ``where`` (read through a fresh reader)."""
+    return engine.db.reader().execute(f'SELECT COUNT(*) FROM memories WHERE {where}',
+                                      args).fetchone()[0]

@@ -1,0 +1,176 @@
+"""Recall: seed 004's pipeline, filters that never starve, episode listing, touch."""
+
+import json
+
+from engine_helpers import FakeClock, make_engine
+import pytest
+from robotmem_ros.engine.types import PerceptionInput
+from robotmem_ros.errors import ValidationError
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = make_engine(tmp_path)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture
+def embedded(tmp_path):
+    eng = make_engine(tmp_path, embed=True)
+    yield eng
+    eng.close()
+
+
+@pytest.mark.parametrize('kwargs, message', [
+    ({'query': ''}, 'query must not be empty'),
+    ({'query': 'cup', 'n': 101}, 'n must be between'),
+    ({'query': 'cup', 'n': -1}, 'n must be between'),
+    ({'query': 'cup', 'min_confidence': float('nan')}, 'finite'),
+    ({'query': 'cup', 'min_confidence': 1.5}, 'min_confidence'),
+    ({'query': 'cup', 'context_filter': '{"a": {"$regex": "x"}}'}, 'regex'),
+    ({'query': 'cup', 'context_filter': 'not json'}, 'invalid JSON'),
+    ({'query': 'cup', 'spatial_sort': '{"field": "p"}'}, 'target'),
+])
+def test_bad_requests(engine, kwargs, message):
+    with pytest.raises(ValidationError, match=message):
+        engine.recall(**kwargs)
+
+
+def test_bm25_only_without_embedder_and_best_is_one(engine):
+    engine.learn('grasp the cup from the side with 12.5N')
+    engine.learn('the conveyor belt runs at 0.3 m/s')
+    result = engine.recall('how to grasp a cup')
+    assert result.mode == 'bm25_only'
+    assert result.memories[0].content.startswith('grasp the cup')
+    assert result.memories[0].rrf_score == 1.0
+    assert result.total == len(result.memories) == 1
+
+
+def test_hybrid_finds_paraphrase_without_shared_words(embedded):
+    embedded.learn('Use a gentle pinch to pick up eggs')
+    embedded.learn('The warehouse door closes at 18:00')
+    result = embedded.recall('how should I grab something fragile')
+    assert result.mode == 'hybrid'
+    assert result.memories[0].content.startswith('Use a gentle pinch')
+
+
+def test_query_operator_soup_is_safe(engine):
+    engine.learn('cup handle faces left')
+    for query in ['"unbalanced', 'AND OR NOT', 'NEAR(a b', '*cup*', "'; DROP TABLE memories;--",
+                  'cup^2 {col} :x']:
+        engine.recall(query)
+    assert engine.recall('cup handle').total == 1
+
+
+def test_min_confidence_zero_is_a_real_value(engine):
+    engine.learn('low trust hint about the shelf', {'confidence': 0.1})
+    assert engine.recall('shelf hint').total == 0             # default 0.3
+    assert engine.recall('shelf hint', min_confidence=0.0).total == 1
+
+
+def test_context_filter_does_not_starve(engine):
+    for i in range(60):
+        engine.learn(f'pick attempt {i} on the cup with force {i}N',
+                     {'task': {'success': i % 20 == 0}})
+    result = engine.recall('pick cup force', n=3, context_filter={'task.success': True})
+    assert result.total == 3
+    assert all(m.context['task']['success'] for m in result.memories)
+
+
+def test_spatial_sort_nearest_first_and_cutoff(engine):
+    for i, pos in enumerate([[1.0, 0.0, 0.4], [1.3, 0.7, 0.42], [1.31, 0.69, 0.42], [5, 5, 5]]):
+        engine.learn(f'cup seen at spot {i}', {'spatial': {'object_position': pos}})
+    engine.learn('cup seen without position')
+    result = engine.recall('cup seen', n=10, spatial_sort=json.dumps({
+        'field': 'spatial.object_position', 'target': [1.3, 0.7, 0.42], 'max_distance': 1.0}))
+    assert [m.content for m in result.memories] == [
+        'cup seen at spot 1', 'cup seen at spot 2', 'cup seen at spot 0']
+
+
+def test_real_world_memories_weigh_more(engine):
+    sim = {'env': {'sim_or_real': 'sim'}, 'confidence': 0.8}
+    real = {'env': {'sim_or_real': 'real'}, 'confidence': 0.8}
+    engine.learn('grasp box with suction cup alpha', sim)
+    engine.learn('grasp box with suction cup beta', real)
+    assert engine.recall('grasp box suction cup').memories[0].content.endswith('beta')
+
+
+def test_session_filter_and_episode_listing_in_time_order(tmp_path):
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock)
+    session = engine.start_session().session_id
+    other = engine.start_session().session_id
+    stamps = [clock.now + 30, clock.now + 10, clock.now + 20]
+    engine.save_perceptions([PerceptionInput(f'frame {i}', 'camera', session_id=session,
+                                             created_at=t) for i, t in enumerate(stamps)])
+    engine.learn('cup is on the left shelf', session_id=session)
+    engine.save_perception(PerceptionInput('frame other', 'camera', session_id=other))
+    episode = engine.recall('*', n=100, session_id=session)
+    assert episode.mode == 'all'
+    assert [m.content for m in episode.memories] == [
+        'cup is on the left shelf', 'frame 1', 'frame 2', 'frame 0']
+    assert engine.recall('frame', session_id=other).total == 1
+    engine.close()
+
+
+def test_time_range_filter(tmp_path):
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock)
+    engine.learn('first shift note about torque')
+    clock.advance_days(1)
+    engine.learn('second shift note about torque')
+    window = {'created_at': {'$gte': clock.now - 3600}}
+    result = engine.recall('torque note', context_filter=window)
+    assert [m.content for m in result.memories] == ['second shift note about torque']
+    engine.close()
+
+
+def test_recall_touches_hits(engine):
+    memory_id = engine.learn('lidar needs cleaning weekly').memory_id
+    engine.recall('lidar cleaning')
+    hit = engine.recall('lidar cleaning').memories[0]
+    assert hit.id == memory_id and hit.access_count == 2 and hit.last_accessed is not None
+
+
+def test_superseded_and_forgotten_never_return(engine):
+    keep = engine.learn('the spare gripper is in locker 3').memory_id
+    gone = engine.learn('the old gripper is in locker 9').memory_id
+    engine.forget(gone, 'scrapped')
+    assert [m.id for m in engine.recall('gripper locker', n=10).memories] == [keep]
+    with engine.db.write() as conn:
+        conn.execute("UPDATE memories SET status = 'superseded' WHERE id = ?", (keep,))
+    assert engine.recall('gripper locker').total == 0
+    assert engine.recall('gripper locker', context_filter={'include_superseded': True}).total == 1
+
+
+def test_update_reindexes_text(engine):
+    memory_id = engine.learn('the calibration board is blue').memory_id
+    result = engine.update(memory_id, 'the calibration board is green')
+    assert result.old_content == 'the calibration board is blue'
+    assert engine.recall('blue').total == 0
+    assert engine.recall('green').memories[0].id == memory_id
+
+
+def test_update_and_forget_validate(engine):
+    with pytest.raises(ValidationError):
+        engine.update(-1, 'x')
+    from robotmem_ros.errors import NotFoundError
+    with pytest.raises(NotFoundError):
+        engine.forget(12345)
+    with pytest.raises(NotFoundError):
+        engine.end_session('no-such-session')
+
+
+def test_vector_channel_skipped_for_unreadable_query(embedded):
+    embedded.learn('机械臂抓取杯子时需要降低速度')
+    result = embedded.recall('抓取杯子')
+    assert result.mode == 'bm25_only'
+    assert result.total == 1
+
+
+def test_vector_channel_respects_collection(embedded):
+    embedded.learn('fragile parts need slow motion', collection='a')
+    embedded.learn('fragile parts need slow motion', collection='b')
+    result = embedded.recall('delicate components movement speed', collection='a', n=10)
+    assert {m.collection for m in result.memories} == {'a'}
