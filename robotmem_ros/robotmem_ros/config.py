@@ -1,4 +1,5 @@
-"""Every tunable of robotmem, in one table.
+"""
+Every tunable of robotmem, in one table.
 
 The engine, the node and the CLI read the same ``MemoryConfig``. Each field carries the
 metadata the node needs to declare it as a ROS parameter (description, range, choices,
@@ -9,10 +10,10 @@ bounds. ``config/params.yaml`` lists the same names with the same defaults (a te
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 import math
 import os
 import pathlib
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from robotmem_ros.errors import ConfigError

@@ -1,4 +1,5 @@
-"""Typed errors of the memory engine.
+"""
+Typed errors of the memory engine.
 
 The engine raises these and nothing else on bad input or a failing store; the ROS boundary
 (and the CLI) turn them into ``success=false, error=str(exc)``. Keeping them typed lets callers

@@ -70,7 +70,8 @@ def test_failed_task_is_a_postmortem(engine):
 def test_exact_duplicate_is_normalized_and_reinforces(engine):
     first = engine.learn('grip_force=12.5N works for cups')
     again = engine.learn('  GRIP_FORCE=12.5N   works for CUPS ')
-    assert (again.status, again.method, again.existing_id) == ('duplicate', 'exact', first.memory_id)
+    assert (again.status, again.method, again.existing_id) == (
+        'duplicate', 'exact', first.memory_id)
     assert again.similarity == 1.0
     row = engine.db.reader().execute('SELECT reinforce_count, last_seen FROM memories WHERE id=?',
                                      (first.memory_id,)).fetchone()
@@ -171,9 +172,9 @@ def test_unique_index_blocks_a_second_active_copy(engine):
     with pytest.raises(sqlite3.IntegrityError):
         with engine.db.write() as conn:
             conn.execute(
-                "INSERT INTO memories(type, content, content_hash, collection, confidence, "
-                "created_at, valid_from) SELECT type, content, content_hash, collection, "
-                "confidence, created_at, valid_from FROM memories")
+                'INSERT INTO memories(type, content, content_hash, collection, confidence, '
+                'created_at, valid_from) SELECT type, content, content_hash, collection, '
+                'confidence, created_at, valid_from FROM memories')
 
 
 def test_eight_threads_learning_the_same_200_facts(tmp_path):

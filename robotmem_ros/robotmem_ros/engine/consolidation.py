@@ -1,4 +1,5 @@
-"""End-of-session consolidation (seed 000): complete-linkage clusters of a session's facts.
+"""
+End-of-session consolidation (seed 000): complete-linkage clusters of a session's facts.
 
 Two facts are similar when their Jaccard exceeds ``consolidation_threshold`` or, when both are
 embedded, their cosine reaches ``consolidation_cosine_threshold`` — relaxed to
@@ -69,7 +70,8 @@ def similarity_fn(config: MemoryConfig) -> Callable[[Candidate, Candidate], floa
 
 def greedy_clusters(items: Sequence[Candidate],
                     sim: Callable[[Candidate, Candidate], float | None]) -> list[Cluster]:
-    """Greedy complete linkage: a member must be similar to every member already in.
+    """
+    Greedy complete linkage: a member must be similar to every member already in.
 
     Stricter than single linkage, so A~B~C chains do not pull in an A that is unlike C.
     Items are visited in the given order; each joins at most one cluster.
@@ -100,9 +102,9 @@ def eligible(conn: Any, session_id: str, collection: str, config: MemoryConfig,
     protected = sorted(CONSOLIDATION_PROTECTED)
     marks = ','.join('?' * len(protected))
     rows = conn.execute(
-        f"SELECT id, content, category, confidence, access_count, created_at FROM memories "
-        f"WHERE session_id = ? AND collection = ? AND status = 'active' AND type = 'fact' "
-        f"AND confidence < ? AND category NOT IN ({marks}) ORDER BY created_at, id",
+        'SELECT id, content, category, confidence, access_count, created_at FROM memories '
+        "WHERE session_id = ? AND collection = ? AND status = 'active' AND type = 'fact' "
+        f'AND confidence < ? AND category NOT IN ({marks}) ORDER BY created_at, id',
         [session_id, collection, config.consolidation_max_confidence, *protected]).fetchall()
     return [Candidate(*row, vector=vectors.get(row[0])) for row in rows]
 

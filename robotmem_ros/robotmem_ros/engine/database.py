@@ -1,4 +1,5 @@
-"""SQLite connections: one serialized writer, one reader per thread.
+"""
+SQLite connections: one serialized writer, one reader per thread.
 
 The store needs an SQLite that can load sqlite-vec. This Python's stdlib ``sqlite3`` cannot
 load extensions, so ``pysqlite3`` (bundled, recent SQLite) is preferred where installed; a
@@ -93,7 +94,8 @@ class Database:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Any]:
-        """Run one IMMEDIATE transaction on the writer connection, serialized by a lock.
+        """
+        Run one IMMEDIATE transaction on the writer connection, serialized by a lock.
 
         Re-entrant: a nested ``write()`` in the same thread joins the outer transaction.
         """
@@ -163,4 +165,3 @@ def classify(exc: Exception, path: pathlib.Path) -> StorageError:
     if 'readonly' in text or 'read-only' in text:
         return StorageError(f'{path} is read-only ({text}); nothing was written')
     return StorageError(f'database error on {path}: {text}')
-

@@ -1,4 +1,5 @@
-"""Confidence decay (seed 000) and recall-time half-life weighting (seed 002).
+"""
+Confidence decay (seed 000) and recall-time half-life weighting (seed 002).
 
 Decay is idempotent: each memory stores the reference time up to which decay was applied, and
 only whole elapsed days are applied, so running it twice in a row changes nothing (the seed's
@@ -18,7 +19,8 @@ DAY = 86_400.0
 
 def apply_decay(conn: Any, collection: str, rate: float, now: float,
                 audit_below: float) -> int:
-    """Decay active memories of ``collection``; return how many changed.
+    """
+    Decay active memories of ``collection``; return how many changed.
 
     The clock restarts at the latest of creation, last recall and last reinforcement. An audit
     entry is written when a memory falls below ``audit_below`` (it then drops out of default
@@ -29,8 +31,8 @@ def apply_decay(conn: Any, collection: str, rate: float, now: float,
     protected = sorted(DECAY_PROTECTED)
     marks = ','.join('?' * len(protected))
     rows = conn.execute(
-        f"SELECT id, confidence, MAX(created_at, COALESCE(last_accessed, 0), "
-        f"COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref FROM memories "
+        'SELECT id, confidence, MAX(created_at, COALESCE(last_accessed, 0), '
+        'COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref FROM memories '
         f"WHERE collection = ? AND status = 'active' AND category NOT IN ({marks})",
         [collection, *protected]).fetchall()
     updates = []

@@ -1,4 +1,5 @@
-"""Write-time dedup pipeline (seed 000): exact → Jaccard → cosine → session.
+"""
+Write-time dedup pipeline (seed 000): exact → Jaccard → cosine → session.
 
 Runs on the writer connection inside the writer lock, so the check and the insert that follows
 are one atomic step. Every layer is number-aware: texts that mention different numbers are never

@@ -1,4 +1,5 @@
-"""The engine's view of its embedder: identity checks, failures, and BM25-only fallback.
+"""
+The engine's view of its embedder: identity checks, failures, and BM25-only fallback.
 
 Embedding is best effort. A missing model, a failing inference or a database embedded with
 another model never fails a learn or a recall; they run without vectors and say so.

@@ -1,4 +1,5 @@
-"""MemoryEngine: the facade the node, the CLI and the benchmarks use.
+"""
+MemoryEngine: the facade the node, the CLI and the benchmarks use.
 
 Writes go through ``Database.write`` (one lock, one IMMEDIATE transaction each); embeddings are
 computed before the lock is taken so a slow model never holds up other writers. Every method
@@ -10,12 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
 from typing import Any, Callable, Sequence
+import uuid
 
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import consolidation, dedup, store
-from robotmem_ros.engine.database import Database, Error as SqlError, IntegrityError, classify
+from robotmem_ros.engine.database import classify, Database, Error as SqlError, IntegrityError
 from robotmem_ros.engine.decay import apply_decay
 from robotmem_ros.engine.embedding_state import EmbeddingState
 from robotmem_ros.engine.inference import infer
@@ -73,7 +74,7 @@ class MemoryEngine:
 
     @property
     def config(self) -> MemoryConfig:
-        """Current settings."""
+        """Return the current settings."""
         return self._config
 
     def set_config(self, new: MemoryConfig) -> None:
@@ -225,7 +226,7 @@ class MemoryEngine:
     def recall(self, query: str, n: int = 0, min_confidence: float = -1.0,
                session_id: str = '', context_filter: str | dict = '',
                spatial_sort: str | dict = '', collection: str = '') -> RecallResult:
-        """Hybrid BM25 + vector recall (seed 004); ``*`` lists an episode in time order."""
+        """Rank memories for ``query`` (seed 004); ``*`` lists an episode in time order."""
         return self.recaller.recall(query, n, min_confidence, session_id, context_filter,
                                     spatial_sort, self._collection(collection))
 
@@ -247,7 +248,7 @@ class MemoryEngine:
 
     def end_session(self, session_id: str, outcome_score: float | None = None
                     ) -> EndSessionResult:
-        """Record the outcome, consolidate the session's facts, decay, recall related ones."""
+        """Record the outcome; consolidate the session's facts, decay, recall related ones."""
         session_id = check_text('session_id', session_id, max_chars=256)
         if outcome_score is not None:
             outcome_score = check_finite('outcome_score', outcome_score)
@@ -373,7 +374,7 @@ class MemoryEngine:
             pending_embeddings=pending if self.embedding.usable else 0)
 
     def _active_count(self, conn: Any, collection: str) -> int:
-        return conn.execute("SELECT COUNT(*) FROM memories WHERE collection = ? "
+        return conn.execute('SELECT COUNT(*) FROM memories WHERE collection = ? '
                             "AND status = 'active'", (collection,)).fetchone()[0]
 
     # --- helpers ---------------------------------------------------------------------------
@@ -400,4 +401,3 @@ def _db_bytes(path: Any) -> int:
         except OSError:
             pass
     return total
-

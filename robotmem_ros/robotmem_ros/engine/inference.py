@@ -1,4 +1,5 @@
-"""Auto-inference of category, confidence, kind and tags for robot experience.
+"""
+Auto-inference of category, confidence, kind and tags for robot experience.
 
 Manipulation nodes rarely label what they learn; the engine labels it from the text and the
 context (task outcome, params, robot), and explicit values in the context always win. The
@@ -7,8 +8,8 @@ result is reported back to the caller so a wrong guess is visible, not silent.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+import re
 from typing import Any
 
 from robotmem_ros.errors import ValidationError

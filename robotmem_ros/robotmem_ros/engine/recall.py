@@ -1,4 +1,5 @@
-"""Recall pipeline (seed 004): BM25 + filtered KNN → RRF → weights → filters → top-k.
+"""
+Recall pipeline (seed 004): BM25 + filtered KNN → RRF → weights → filters → top-k.
 
 Filters never starve results: when filtering leaves fewer than n, both channels are fetched
 deeper (up to ``max_fetch``) before giving up. KNN filters by collection, status and session
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable, TYPE_CHECKING
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
@@ -17,7 +18,7 @@ from robotmem_ros.engine.context_filter import ContextFilter, FilterOptions, par
 from robotmem_ros.engine.database import Error as SqlError
 from robotmem_ros.engine.decay import half_life_weight
 from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, source_weight
-from robotmem_ros.engine.spatial import SpatialSort, parse_spatial_sort
+from robotmem_ros.engine.spatial import parse_spatial_sort, SpatialSort
 from robotmem_ros.engine.types import MemoryRecord, RecallResult
 from robotmem_ros.engine.validation import check_finite, check_text
 from robotmem_ros.errors import StorageError, ValidationError

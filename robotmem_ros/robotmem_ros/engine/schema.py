@@ -1,4 +1,5 @@
-"""Schema and forward migrations (``PRAGMA user_version``).
+"""
+Schema and forward migrations (``PRAGMA user_version``).
 
 Each migration is a list of statements applied in one transaction; a database newer than this
 code refuses to open rather than being written by code that does not know its tables.
@@ -11,10 +12,12 @@ from typing import Any
 from robotmem_ros.errors import StorageError
 
 _V1 = [
-    """CREATE TABLE meta (
+    """
+    CREATE TABLE meta (
         key TEXT PRIMARY KEY,
         value TEXT NOT NULL)""",
-    """CREATE TABLE sessions (
+    """
+    CREATE TABLE sessions (
         id TEXT PRIMARY KEY,
         collection TEXT NOT NULL,
         context_json TEXT NOT NULL DEFAULT '{}',
@@ -22,12 +25,14 @@ _V1 = [
         ended_at REAL,
         outcome_score REAL,
         summary_json TEXT)""",
-    """CREATE TABLE session_outcomes (
+    """
+    CREATE TABLE session_outcomes (
         id INTEGER PRIMARY KEY,
         session_id TEXT NOT NULL REFERENCES sessions(id),
         outcome_score REAL,
         recorded_at REAL NOT NULL)""",
-    """CREATE TABLE memories (
+    """
+    CREATE TABLE memories (
         id INTEGER PRIMARY KEY,
         type TEXT NOT NULL CHECK (type IN ('fact', 'perception')),
         content TEXT NOT NULL,
@@ -53,17 +58,20 @@ _V1 = [
         embedded INTEGER NOT NULL DEFAULT 0)""",
     # Exact dedup is enforced by the database, not by a read-then-write check: two writers can
     # never both insert the same active fact (seed 003 accepts that race; we do not).
-    """CREATE UNIQUE INDEX uq_memories_active_fact
+    """
+    CREATE UNIQUE INDEX uq_memories_active_fact
         ON memories(collection, content_hash) WHERE status = 'active' AND type = 'fact'""",
     'CREATE INDEX idx_memories_session ON memories(session_id, created_at)',
     'CREATE INDEX idx_memories_collection ON memories(collection, status, created_at)',
     'CREATE INDEX idx_memories_pending ON memories(embedded) WHERE embedded = 0',
-    """CREATE TABLE tags (
+    """
+    CREATE TABLE tags (
         memory_id INTEGER NOT NULL REFERENCES memories(id),
         tag TEXT NOT NULL,
         PRIMARY KEY (memory_id, tag))""",
     'CREATE INDEX idx_tags_tag ON tags(tag)',
-    """CREATE TABLE history (
+    """
+    CREATE TABLE history (
         id INTEGER PRIMARY KEY,
         memory_id INTEGER NOT NULL REFERENCES memories(id),
         event TEXT NOT NULL,
@@ -75,7 +83,8 @@ _V1 = [
         created_at REAL NOT NULL)""",
     'CREATE INDEX idx_history_memory ON history(memory_id, id)',
     # Keep accents (remove_diacritics 0); '.' and '%' belong to tokens such as "12.5n".
-    """CREATE VIRTUAL TABLE memories_fts USING fts5(
+    """
+    CREATE VIRTUAL TABLE memories_fts USING fts5(
         body, tokenize = "unicode61 remove_diacritics 0 tokenchars '.%'")""",
 ]
 
@@ -98,7 +107,8 @@ def migrate(conn: Any) -> int:
 
 
 def vec_table_sql(dim: int) -> str:
-    """DDL of the vector table for a model of ``dim`` dimensions.
+    """
+    DDL of the vector table for a model of ``dim`` dimensions.
 
     Collection is the partition key (sessions would bloat chunks); status, category, kind and
     session are metadata columns so the KNN itself filters, and a filtered query still gets k

@@ -1,4 +1,5 @@
-"""Row-level SQL of the memory store: one place for every statement that touches a table.
+"""
+Row-level SQL of the memory store: one place for every statement that touches a table.
 
 Functions take the connection to use, so the caller decides whether a statement runs inside the
 writer's transaction or on a reader. The FTS and vector tables are kept in step with
@@ -121,7 +122,7 @@ def add_history(conn: Any, memory_id: int, event: str, *, created_at: float,
 def find_active_by_hash(conn: Any, collection: str, content: str) -> int | None:
     """Id of the active fact with the same normalized text, via the unique index."""
     row = conn.execute(
-        "SELECT id FROM memories WHERE collection = ? AND content_hash = ? "
+        'SELECT id FROM memories WHERE collection = ? AND content_hash = ? '
         "AND status = 'active' AND type = 'fact'",
         (collection, textmod.content_hash(content))).fetchone()
     return row[0] if row else None
@@ -129,7 +130,8 @@ def find_active_by_hash(conn: Any, collection: str, content: str) -> int | None:
 
 def set_status(conn: Any, memory_id: int, status: str, *, now: float,
                superseded_by: int | None = None) -> None:
-    """Deactivate a memory: status, validity end, and out of the vector index.
+    """
+    Deactivate a memory: status, validity end, and out of the vector index.
 
     Forgotten memories leave the FTS index too (they must never come back); superseded ones
     keep their FTS row so "what did we believe at time T" can still search them.

@@ -1,4 +1,5 @@
-"""Text normalization and tokenization shared by dedup, FTS indexing and consolidation.
+"""
+Text normalization and tokenization shared by dedup, FTS indexing and consolidation.
 
 One tokenizer serves the FTS index, the FTS query and the Jaccard layer, so a token that
 matches in one place matches in all. Seed 000 splits on whitespace, which makes
@@ -13,8 +14,8 @@ import functools
 import hashlib
 import logging
 import re
-import unicodedata
 from typing import Iterable
+import unicodedata
 
 import jieba
 
@@ -124,7 +125,8 @@ def fts_index_text(text: str) -> str:
 
 
 def fts_query(text: str) -> str | None:
-    """Build a safe FTS5 MATCH expression: OR of quoted tokens, no operators; None if empty.
+    """
+    Build a safe FTS5 MATCH expression: OR of quoted tokens, no operators; None if empty.
 
     Tokens contain only word characters, '.' and '%', so quoting makes every one a literal
     phrase; raw user text never reaches MATCH (seed 004's pipeline swallowed syntax errors).
@@ -141,7 +143,8 @@ def numbers_of(text: str) -> frozenset[float]:
 
 
 def numbers_conflict(a: str, b: str) -> bool:
-    """Return True when the two texts mention different numeric values.
+    """
+    Return True when the two texts mention different numeric values.
 
     Facts that differ only in a number ("12.5N" vs "15N") carry different experience; no dedup
     layer and no consolidation may fold one into the other.

@@ -1,4 +1,5 @@
-"""Plain result types of the engine API.
+"""
+Plain result types of the engine API.
 
 They carry Python values only (no ROS types), so the node, the CLI and the benchmarks share
 them; the node converts them to messages in one place.

@@ -1,4 +1,5 @@
-"""Input checks shared by every engine entry point.
+"""
+Input checks shared by every engine entry point.
 
 Everything a caller sends is checked here before any write starts, so a rejected request never
 leaves a partial row behind and the error names the field at fault.
