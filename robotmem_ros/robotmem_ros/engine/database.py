@@ -65,6 +65,10 @@ class Database:
 
     def __init__(self, path: pathlib.Path) -> None:
         self.path = path
+        if path.is_dir():
+            raise StorageError(f'database path {path} is a directory, not a file')
+        if path.parent.exists() and not path.parent.is_dir():
+            raise StorageError(f'cannot create {path}: {path.parent} is not a directory')
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -112,7 +116,10 @@ class Database:
             try:
                 yield conn
             except BaseException:
-                conn.execute('ROLLBACK')
+                # SQLite may already have rolled back (SQLITE_FULL, IOERR): a second
+                # ROLLBACK would fail and hide the error that explains what went wrong.
+                if conn.in_transaction:
+                    conn.execute('ROLLBACK')
                 raise
             try:
                 conn.execute('COMMIT')
