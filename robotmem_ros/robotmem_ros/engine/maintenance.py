@@ -1,0 +1,193 @@
+"""
+Operator views and bulk cleanup: stats, sessions, episodes, history, exact-duplicate cleanup.
+
+These run on the engine's connections (reads on a WAL reader, writes through the one writer
+path), so an operator may use them while the node serves requests on the same file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TYPE_CHECKING
+
+from robotmem_ros.engine import store
+from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.database import classify, Error as SqlError
+from robotmem_ros.engine.validation import check_id, check_text
+from robotmem_ros.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from robotmem_ros.engine.engine import MemoryEngine
+
+MAX_CLEANUP_OPS = 200
+PREVIEW_CHARS = 80
+HISTOGRAM_BINS = 10
+FETCH_CHUNK = 500
+
+
+def _guard(engine: 'MemoryEngine', work: Any) -> Any:
+    """Run ``work()`` and turn sqlite errors into typed StorageErrors."""
+    try:
+        return work()
+    except SqlError as exc:
+        raise classify(exc, engine.db.path) from exc
+
+
+# --- stats -----------------------------------------------------------------------------------
+
+def stats(engine: 'MemoryEngine') -> dict[str, Any]:
+    """Gather the counts, sizes and confidence distribution an operator checks first."""
+    return _guard(engine, lambda: _stats(engine))
+
+
+def _stats(engine: 'MemoryEngine') -> dict[str, Any]:
+    conn = engine.db.reader()
+    active = "status = 'active'"
+
+    def counts(column: str, where: str = active) -> dict[str, int]:
+        return {str(key): n for key, n in conn.execute(
+            f'SELECT {column}, COUNT(*) FROM memories WHERE {where} GROUP BY {column} '
+            f'ORDER BY COUNT(*) DESC, {column}')}
+
+    span = conn.execute('SELECT MIN(created_at), MAX(created_at) FROM memories '
+                        "WHERE status != 'forgotten'").fetchone()
+    sessions = conn.execute('SELECT COUNT(*), COUNT(ended_at) FROM sessions').fetchone()
+    status = engine.status()
+    return {
+        'db_path': status.db_path, 'db_bytes': status.db_bytes,
+        'schema_version': conn.execute('PRAGMA user_version').fetchone()[0],
+        'model_id': store.get_meta(conn, 'embed_model_id') or '',
+        'embed_dim': int(store.get_meta(conn, 'embed_dim') or 0),
+        'reindex_in_progress': store.get_meta(conn, 'reindex_in_progress') is not None,
+        'memories_total': sum(counts('status', '1').values()),
+        'by_status': counts('status', '1'),
+        'by_collection': counts('collection'), 'by_type': counts('type'),
+        'by_kind': counts('kind'), 'by_category': counts('category'),
+        'sessions': {'total': sessions[0], 'ended': sessions[1],
+                     'open': sessions[0] - sessions[1]},
+        'oldest': span[0], 'newest': span[1],
+        'pending_embeddings': conn.execute(
+            f'SELECT COUNT(*) FROM memories WHERE embedded = 0 AND {active}').fetchone()[0],
+        'below_recall_threshold': conn.execute(
+            f'SELECT COUNT(*) FROM memories WHERE {active} AND confidence < ?',
+            (engine.config.default_min_confidence,)).fetchone()[0],
+        'confidence_histogram': _histogram(conn),
+    }
+
+
+def _histogram(conn: Any) -> list[dict[str, Any]]:
+    """Active memories per confidence decile: how far decay has pushed the store."""
+    found = dict(conn.execute(
+        f'SELECT MIN(MAX(CAST(confidence * {HISTOGRAM_BINS} AS INTEGER), 0), '
+        f"{HISTOGRAM_BINS - 1}) AS bin, COUNT(*) FROM memories WHERE status = 'active' "
+        f'GROUP BY bin'))
+    return [{'lo': b / HISTOGRAM_BINS, 'hi': (b + 1) / HISTOGRAM_BINS, 'count': found.get(b, 0)}
+            for b in range(HISTOGRAM_BINS)]
+
+
+# --- sessions, episodes, history -------------------------------------------------------------
+
+def sessions(engine: 'MemoryEngine', collection: str = '', limit: int = 100
+             ) -> list[dict[str, Any]]:
+    """Most recent sessions first, with how many facts and perceptions each still holds."""
+    sql = ('SELECT s.id, s.collection, s.started_at, s.ended_at, s.outcome_score, '
+           "COALESCE(SUM(m.type = 'fact'), 0) AS facts, "
+           "COALESCE(SUM(m.type = 'perception'), 0) AS perceptions "
+           'FROM sessions s LEFT JOIN memories m ON m.session_id = s.id '
+           "AND m.status != 'forgotten' WHERE (:c = '' OR s.collection = :c) "
+           'GROUP BY s.id ORDER BY s.started_at DESC, s.id LIMIT :lim')
+    rows = _guard(engine, lambda: engine.db.reader().execute(
+        sql, {'c': collection, 'lim': int(limit)}).fetchall())
+    return [dict(row) for row in rows]
+
+
+def episode(engine: 'MemoryEngine', session_id: str) -> dict[str, Any]:
+    """Return a session and its memories (superseded ones included, marked) in time order."""
+    session_id = check_text('session_id', session_id, max_chars=256)
+    return _guard(engine, lambda: _episode(engine, session_id))
+
+
+def _episode(engine: 'MemoryEngine', session_id: str) -> dict[str, Any]:
+    conn = engine.db.reader()
+    row = store.get_session(conn, session_id)
+    if row is None:
+        raise NotFoundError(f'unknown session {session_id!r}')
+    session = dict(row)
+    session['context'] = json.loads(session.pop('context_json') or '{}')
+    session['summary'] = json.loads(session.pop('summary_json') or 'null')
+    ids = [r[0] for r in conn.execute(
+        "SELECT id FROM memories WHERE session_id = ? AND status != 'forgotten' "
+        'ORDER BY created_at, id', (session_id,))]
+    memories = []
+    for start in range(0, len(ids), FETCH_CHUNK):
+        chunk = ids[start:start + FETCH_CHUNK]
+        records = store.fetch_records(conn, chunk)
+        memories.extend(records[i].to_dict() for i in chunk)
+    return {'session': session, 'memories': memories}
+
+
+def history(engine: 'MemoryEngine', memory_id: int) -> list[dict[str, Any]]:
+    """Audit trail of one memory, oldest first."""
+    memory_id = check_id('memory_id', memory_id)
+    return _guard(engine, lambda: _history(engine, memory_id))
+
+
+def _history(engine: 'MemoryEngine', memory_id: int) -> list[dict[str, Any]]:
+    conn = engine.db.reader()
+    rows = conn.execute('SELECT id, event, old_content, new_content, reason, actor, '
+                        'details_json, created_at FROM history WHERE memory_id = ? ORDER BY id',
+                        (memory_id,)).fetchall()
+    if not rows and conn.execute('SELECT 1 FROM memories WHERE id = ?',
+                                 (memory_id,)).fetchone() is None:
+        raise NotFoundError(f'memory {memory_id} does not exist')
+    out = []
+    for row in rows:
+        entry = dict(row)
+        entry['details'] = json.loads(entry.pop('details_json') or '{}')
+        out.append(entry)
+    return out
+
+
+# --- exact duplicate cleanup -----------------------------------------------------------------
+
+def cleanup_exact_duplicates(engine: 'MemoryEngine', collection: str, dry_run: bool
+                             ) -> list[dict[str, Any]]:
+    """
+    Supersede active facts whose normalized text repeats; at most MAX_CLEANUP_OPS per call.
+
+    The unique index stops new duplicates, but files written before it (or salvaged ones) can
+    hold them. Hashes are recomputed from the text, so rows hashed by an older normalization
+    are found too. The plan is made inside the write transaction when applying, so a writer in
+    another process cannot slip between planning and superseding.
+    """
+    if dry_run:
+        return _guard(engine, lambda: _plan(engine.db.reader(), collection))
+    now = engine.clock()
+
+    def apply() -> list[dict[str, Any]]:
+        with engine.db.write() as conn:
+            plan = _plan(conn, collection)
+            for op in plan:
+                store.set_status(conn, op['old_id'], 'superseded', now=now,
+                                 superseded_by=op['keep_id'])
+                store.add_history(conn, op['old_id'], 'supersede', created_at=now,
+                                  reason='exact duplicate cleanup', actor='maintenance',
+                                  details={'kept': op['keep_id']})
+            return plan
+    return _guard(engine, apply)
+
+
+def _plan(conn: Any, collection: str) -> list[dict[str, Any]]:
+    groups: dict[str, list[Any]] = {}
+    for row in conn.execute('SELECT id, content, confidence, created_at FROM memories '
+                            "WHERE collection = ? AND status = 'active' AND type = 'fact' "
+                            'ORDER BY id', (collection,)):
+        groups.setdefault(textmod.content_hash(row['content']), []).append(row)
+    ops: list[dict[str, Any]] = []
+    for group in (g for g in groups.values() if len(g) > 1):
+        keep = max(group, key=lambda r: (r['confidence'], r['created_at'], r['id']))
+        ops.extend({'old_id': r['id'], 'keep_id': keep['id'],
+                    'preview': r['content'][:PREVIEW_CHARS]} for r in group if r is not keep)
+        if len(ops) >= MAX_CLEANUP_OPS:
+            break
+    return ops[:MAX_CLEANUP_OPS]

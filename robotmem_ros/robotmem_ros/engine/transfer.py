@@ -1,0 +1,336 @@
+"""
+JSONL export and import: moving experience between robots without losing a field.
+
+A file is a header line, then one line per session, then one line per memory in id order. Every
+stored field travels (timestamps, counters, status, tags), ids are remapped on import, and
+``superseded_by`` follows its target. Import is idempotent: an active fact whose normalized text
+is already active in the collection, or any memory identical in text, type, session and creation
+time to a stored one, is skipped and reported. Only that exact layer applies: near-duplicate
+folding stays end_session's job, so a round trip into an empty store is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pathlib
+from typing import Any, Callable, Iterator, TYPE_CHECKING
+
+from robotmem_ros.engine import store
+from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.database import classify, Error as SqlError
+from robotmem_ros.engine.validation import check_text
+from robotmem_ros.errors import StorageError, ValidationError
+
+if TYPE_CHECKING:
+    from robotmem_ros.engine.engine import MemoryEngine
+
+FORMAT = 'robotmem-jsonl'
+VERSION = 1
+BATCH = 500
+Progress = Callable[[int, int], None]
+_SESSION_FIELDS = ('id', 'collection', 'started_at', 'ended_at', 'outcome_score')
+_TIMES = ('last_accessed', 'last_seen', 'decay_ref', 'valid_from', 'valid_until')
+_COUNTERS = ('access_count', 'reinforce_count')
+
+
+# --- export ----------------------------------------------------------------------------------
+
+def export_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection: str = '',
+                 include_forgotten: bool = False, progress: Progress | None = None
+                 ) -> dict[str, int]:
+    """Write the store (or one collection) to ``path`` atomically; return the counts."""
+    target = pathlib.Path(path)
+    partial = target.with_name(target.name + '.partial')
+    conn = engine.db.reader()
+    try:
+        conn.execute('BEGIN')  # one snapshot: the node may write meanwhile
+        try:
+            with open(partial, 'w', encoding='utf-8') as out:
+                counts = _write(conn, out, collection, include_forgotten, progress)
+        finally:
+            conn.execute('ROLLBACK')
+        os.replace(partial, target)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise StorageError(f'cannot write {target}: {exc.strerror or exc}') from exc
+    except SqlError as exc:
+        partial.unlink(missing_ok=True)
+        raise classify(exc, engine.db.path) from exc
+    return counts
+
+
+def _write(conn: Any, out: Any, collection: str, include_forgotten: bool,
+           progress: Progress | None) -> dict[str, int]:
+    where = ["(:c = '' OR collection = :c)"]
+    if not include_forgotten:
+        where.append("status != 'forgotten'")
+    cond = ' AND '.join(where)
+    params = {'c': collection}
+    total = conn.execute(f'SELECT COUNT(*) FROM memories WHERE {cond}', params).fetchone()[0]
+    sessions = conn.execute(
+        "SELECT * FROM sessions WHERE (:c = '' OR collection = :c) OR id IN "
+        f'(SELECT session_id FROM memories WHERE {cond}) ORDER BY started_at, id',
+        params).fetchall()
+    _line(out, {'record': 'header', 'format': FORMAT, 'version': VERSION,
+                'model_id': store.get_meta(conn, 'embed_model_id') or '',
+                'sessions': len(sessions), 'memories': total})
+    for row in sessions:
+        item = {name: row[name] for name in _SESSION_FIELDS}
+        item['context'] = json.loads(row['context_json'] or '{}')
+        item['summary'] = json.loads(row['summary_json']) if row['summary_json'] else None
+        _line(out, {'record': 'session', **item})
+    done = 0
+    last_id = 0
+    while True:
+        rows = conn.execute(f'SELECT * FROM memories WHERE {cond} AND id > :last '
+                            'ORDER BY id LIMIT :lim',
+                            {**params, 'last': last_id, 'lim': BATCH}).fetchall()
+        if not rows:
+            break
+        tags: dict[int, list[str]] = {}
+        marks = ','.join('?' * len(rows))
+        for mid, tag in conn.execute(f'SELECT memory_id, tag FROM tags WHERE memory_id IN '
+                                     f'({marks}) ORDER BY tag', [r['id'] for r in rows]):
+            tags.setdefault(mid, []).append(tag)
+        for row in rows:
+            _line(out, {'record': 'memory', **_memory_item(row, tags.get(row['id'], []))})
+        done += len(rows)
+        last_id = rows[-1]['id']
+        if progress is not None:
+            progress(done, total)
+    return {'sessions': len(sessions), 'memories': done}
+
+
+def _memory_item(row: Any, tags: list[str]) -> dict[str, Any]:
+    item = {name: row[name] for name in (
+        'id', 'type', 'content', 'collection', 'session_id', 'category', 'perception_type',
+        'kind', 'confidence', 'status', 'superseded_by', 'created_at', *_TIMES, *_COUNTERS)}
+    item['context'] = json.loads(row['context_json'] or '{}')
+    item['tags'] = tags
+    return item
+
+
+def _line(out: Any, obj: dict[str, Any]) -> None:
+    out.write(json.dumps(obj, ensure_ascii=False, allow_nan=False) + '\n')
+
+
+# --- import ----------------------------------------------------------------------------------
+
+def import_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection: str = '',
+                 progress: Progress | None = None) -> dict[str, Any]:
+    """
+    Import a file written by export_jsonl; every line is validated before anything is written.
+
+    ``collection`` (if given) replaces the collection of every imported session and memory.
+    Returns counts and the skipped duplicates as ``{'line', 'existing_id'}``.
+    """
+    source = pathlib.Path(path)
+    sessions, memories = _read(source, collection)
+    report: dict[str, Any] = {'sessions': 0, 'imported': 0, 'skipped': []}
+    id_map: dict[int, int] = {}
+    superseded: list[tuple[int, int]] = []
+    now = engine.clock()
+    try:
+        with engine.db.write() as conn:
+            for item in sessions:
+                report['sessions'] += _put_session(conn, item)
+        for start in range(0, len(memories), BATCH):
+            with engine.db.write() as conn:
+                for line, item in memories[start:start + BATCH]:
+                    existing = _existing(conn, item)
+                    if existing is not None:
+                        id_map[item['id']] = existing
+                        report['skipped'].append({'line': line, 'existing_id': existing})
+                        continue
+                    id_map[item['id']] = _insert(conn, item, now)
+                    report['imported'] += 1
+                    if item['superseded_by'] is not None:
+                        superseded.append((id_map[item['id']], item['superseded_by']))
+            if progress is not None:
+                progress(min(start + BATCH, len(memories)), len(memories))
+        with engine.db.write() as conn:
+            conn.executemany('UPDATE memories SET superseded_by = ? WHERE id = ?',
+                             [(id_map.get(old), new) for new, old in superseded])
+    except SqlError as exc:
+        raise classify(exc, engine.db.path) from exc
+    return report
+
+
+def _put_session(conn: Any, item: dict[str, Any]) -> int:
+    cur = conn.execute(
+        'INSERT INTO sessions(id, collection, context_json, started_at, ended_at, '
+        'outcome_score, summary_json) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING',
+        (item['id'], item['collection'], json.dumps(item['context'], ensure_ascii=False),
+         item['started_at'], item['ended_at'], item['outcome_score'],
+         None if item['summary'] is None else json.dumps(item['summary'], ensure_ascii=False)))
+    return cur.rowcount
+
+
+def _existing(conn: Any, item: dict[str, Any]) -> int | None:
+    if item['type'] == 'fact' and item['status'] == 'active':
+        found = store.find_active_by_hash(conn, item['collection'], item['content'])
+        if found is not None:
+            return found
+    row = conn.execute(
+        'SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND type = ? '
+        'AND created_at = ? AND session_id IS ?',
+        (item['collection'], textmod.content_hash(item['content']), item['type'],
+         item['created_at'], item['session_id'])).fetchone()
+    return row[0] if row else None
+
+
+def _insert(conn: Any, item: dict[str, Any], now: float) -> int:
+    """
+    Restore one row as it was, status included.
+
+    A superseded fact must never pass through 'active', where the unique index would refuse
+    it next to its keeper.
+    """
+    if item['session_id']:
+        store.ensure_session(conn, item['session_id'], item['collection'], item['created_at'])
+    columns = ('type', 'content', 'collection', 'session_id', 'category', 'perception_type',
+               'kind', 'confidence', 'status', 'created_at', *_TIMES, *_COUNTERS)
+    row = {name: item[name] for name in columns}
+    row['valid_from'] = item['valid_from'] if item['valid_from'] is not None \
+        else item['created_at']
+    cur = conn.execute(
+        f'INSERT INTO memories({", ".join(columns)}, content_hash, context_json) '
+        f'VALUES ({", ".join(":" + c for c in columns)}, :content_hash, :context_json)',
+        {**row, 'content_hash': textmod.content_hash(item['content']),
+         'context_json': json.dumps(item['context'], ensure_ascii=False)})
+    memory_id = cur.lastrowid
+    if item['status'] != 'forgotten':
+        conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
+                     (memory_id, textmod.fts_index_text(item['content'])))
+    conn.executemany('INSERT OR IGNORE INTO tags(memory_id, tag) VALUES (?, ?)',
+                     [(memory_id, tag) for tag in item['tags']])
+    store.add_history(conn, memory_id, 'import', created_at=now, new_content=item['content'],
+                      actor='import', details={'source_id': item['id']})
+    return memory_id
+
+
+# --- validation ------------------------------------------------------------------------------
+
+def _read(path: pathlib.Path, collection: str
+          ) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]]:
+    """Parse and check the whole file first, so a bad line never leaves half an import."""
+    if collection:
+        collection = check_text('collection', collection, max_chars=128)
+    sessions: list[dict[str, Any]] = []
+    memories: list[tuple[int, dict[str, Any]]] = []
+    try:
+        lines = _lines(path)
+        first = next(lines, None)
+        if first is None or first[1].get('record') != 'header' \
+                or first[1].get('format') != FORMAT:
+            raise ValidationError(f'{path} is not a robotmem export (no {FORMAT} header line)')
+        if first[1].get('version') != VERSION:
+            raise ValidationError(f'{path}: export version {first[1].get("version")!r} is not '
+                                  f'supported (expected {VERSION})')
+        for number, obj in lines:
+            kind = obj.get('record')
+            where = f'{path}:{number}'
+            if kind == 'session':
+                sessions.append(_session(obj, where, collection))
+            elif kind == 'memory':
+                memories.append((number, _memory(obj, where, collection)))
+            else:
+                raise ValidationError(f'{where}: unknown record {kind!r}')
+    except OSError as exc:
+        raise StorageError(f'cannot read {path}: {exc.strerror or exc}') from exc
+    return sessions, memories
+
+
+def _lines(path: pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with open(path, encoding='utf-8', errors='strict') as src:
+        for number, line in enumerate(src, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ValidationError(f'{path}:{number}: not valid JSON ({exc})') from None
+            if not isinstance(obj, dict):
+                raise ValidationError(f'{path}:{number}: expected a JSON object')
+            yield number, obj
+
+
+def _session(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
+    item = {'id': _text(obj, 'id', where), 'collection': collection or _text(obj, 'collection',
+                                                                             where),
+            'started_at': _number(obj, 'started_at', where),
+            'ended_at': _number(obj, 'ended_at', where, optional=True),
+            'outcome_score': _number(obj, 'outcome_score', where, optional=True),
+            'context': _object(obj, 'context', where), 'summary': obj.get('summary')}
+    return item
+
+
+def _memory(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
+    item = {'id': _int(obj, 'id', where),
+            'type': _choice(obj, 'type', ('fact', 'perception'), where),
+            'content': _text(obj, 'content', where),
+            'collection': collection or _text(obj, 'collection', where),
+            'session_id': obj.get('session_id') or None,
+            'category': _text(obj, 'category', where, required=False),
+            'perception_type': _text(obj, 'perception_type', where, required=False),
+            'kind': _choice(obj, 'kind', ('episodic', 'semantic'), where),
+            'confidence': _number(obj, 'confidence', where),
+            'status': _choice(obj, 'status', ('active', 'superseded', 'forgotten'), where),
+            'superseded_by': obj.get('superseded_by'),
+            'created_at': _number(obj, 'created_at', where),
+            'context': _object(obj, 'context', where)}
+    if item['session_id'] is not None:
+        item['session_id'] = _text(obj, 'session_id', where)
+    if item['superseded_by'] is not None:
+        item['superseded_by'] = _int(obj, 'superseded_by', where)
+    for name in _TIMES:
+        item[name] = _number(obj, name, where, optional=True)
+    for name in _COUNTERS:
+        item[name] = _int(obj, name, where, minimum=0)
+    tags = obj.get('tags', [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        raise ValidationError(f'{where}: tags must be a list of non-empty strings')
+    item['tags'] = tags
+    return item
+
+
+def _text(obj: dict[str, Any], name: str, where: str, required: bool = True) -> str:
+    value = obj.get(name, None if required else '')
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise ValidationError(f'{where}: {name} must be a non-empty string')
+    check_text(f'{where}: {name}', value, max_chars=100_000, required=required)
+    return value
+
+
+def _number(obj: dict[str, Any], name: str, where: str, optional: bool = False
+            ) -> float | None:
+    value = obj.get(name)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise ValidationError(f'{where}: {name} must be a finite number, got {value!r}')
+    return float(value)
+
+
+def _int(obj: dict[str, Any], name: str, where: str, minimum: int = 1) -> int:
+    value = obj.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValidationError(f'{where}: {name} must be an integer >= {minimum}, got {value!r}')
+    return value
+
+
+def _choice(obj: dict[str, Any], name: str, allowed: tuple[str, ...], where: str) -> str:
+    value = obj.get(name)
+    if value not in allowed:
+        raise ValidationError(f'{where}: {name} must be one of {allowed}, got {value!r}')
+    return value
+
+
+def _object(obj: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    value = obj.get(name, {})
+    if not isinstance(value, dict):
+        raise ValidationError(f'{where}: {name} must be a JSON object')
+    return value
