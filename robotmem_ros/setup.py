@@ -24,6 +24,7 @@ setup(
     entry_points={
         'console_scripts': [
             'robotmem_node = robotmem_ros.node.memory_node:main',
+            'robotmem = robotmem_ros.cli.main:main',
         ],
     },
 )

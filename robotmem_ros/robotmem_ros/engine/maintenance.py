@@ -8,11 +8,12 @@ path), so an operator may use them while the node serves requests on the same fi
 from __future__ import annotations
 
 import json
-from typing import Any, TYPE_CHECKING
+from typing import Any, Iterator, TYPE_CHECKING
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.database import classify, Error as SqlError
+from robotmem_ros.engine.types import MemoryRecord
 from robotmem_ros.engine.validation import check_id, check_text
 from robotmem_ros.errors import NotFoundError
 
@@ -124,6 +125,23 @@ def _episode(engine: 'MemoryEngine', session_id: str) -> dict[str, Any]:
         records = store.fetch_records(conn, chunk)
         memories.extend(records[i].to_dict() for i in chunk)
     return {'session': session, 'memories': memories}
+
+
+def iter_memories(engine: 'MemoryEngine', collection: str = '', *,
+                  include_superseded: bool = False) -> Iterator[MemoryRecord]:
+    """Yield memories in id order, a chunk at a time, so a whole store never sits in RAM."""
+    where = "status = 'active'" if not include_superseded else "status != 'forgotten'"
+    last_id = 0
+    while True:
+        ids = _guard(engine, lambda: [r[0] for r in engine.db.reader().execute(
+            f"SELECT id FROM memories WHERE {where} AND (:c = '' OR collection = :c) "
+            'AND id > :last ORDER BY id LIMIT :lim',
+            {'c': collection, 'last': last_id, 'lim': FETCH_CHUNK})])
+        if not ids:
+            return
+        records = _guard(engine, lambda: store.fetch_records(engine.db.reader(), ids))
+        yield from (records[i] for i in ids)
+        last_id = ids[-1]
 
 
 def history(engine: 'MemoryEngine', memory_id: int) -> list[dict[str, Any]]:

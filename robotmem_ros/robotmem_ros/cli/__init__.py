@@ -1,0 +1,1 @@
+"""The ``robotmem`` operator command line (no ROS needed)."""
