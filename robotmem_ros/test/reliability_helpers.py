@@ -1,0 +1,99 @@
+"""Helpers shared by the reliability, fuzz and security tests: store checks, raw service calls."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import pathlib
+import threading
+from typing import Any, Iterator
+
+from engine_helpers import make_engine
+from robotmem_ros.engine import MemoryEngine
+
+CALL_GUARD_S = 30.0  # hang guard for one call, never a speed assertion
+
+
+@contextlib.contextmanager
+def checker(db_path: pathlib.Path) -> Iterator[MemoryEngine]:
+    """A BM25-only engine on an existing store (safe next to a running node: WAL)."""
+    engine = make_engine(db_path.parent, name=db_path.name)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def assert_consistent(db_path: pathlib.Path) -> dict:
+    """SQLite integrity ok, FTS/vectors/tags/history agree with memories, no duplicate facts."""
+    with checker(db_path) as engine:
+        report = engine.doctor(repair=False)
+        duplicates = duplicate_active_facts(engine)
+    assert report['integrity'] == ['ok'], report
+    assert report['ok'], report
+    assert duplicates == [], duplicates
+    return report
+
+
+def duplicate_active_facts(engine: MemoryEngine) -> list[tuple]:
+    """(collection, hash, count) of active facts stored more than once."""
+    return [tuple(r) for r in engine.db.reader().execute(
+        "SELECT collection, content_hash, COUNT(*) FROM memories WHERE status = 'active' "
+        "AND type = 'fact' GROUP BY collection, content_hash HAVING COUNT(*) > 1")]
+
+
+def fingerprint(engine: MemoryEngine) -> str:
+    """Hash of the schema and of every row, FTS and vector index included."""
+    conn = engine.db.reader()
+    digest = hashlib.sha256()
+    queries = ['SELECT type, name, sql FROM sqlite_master ORDER BY name']
+    for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                 "AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"):
+        if not table.startswith(('memories_fts_', 'memories_vec_')):
+            queries.append(f'SELECT * FROM "{table}"')
+    queries.append('SELECT rowid, body FROM memories_fts')
+    if engine.db.has_vec and conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'memories_vec'").fetchone():
+        queries.append('SELECT memory_id, collection, status, embedding FROM memories_vec')
+    for sql in queries:
+        digest.update(sql.encode())
+        for row in sorted(repr(tuple(r)) for r in conn.execute(sql)):
+            digest.update(row.encode())
+    return digest.hexdigest()
+
+
+class Caller:
+    """Service calls from the shared test client that give up when ``stop`` is set.
+
+    RosClient.call asserts on a missing response; a test that kills the node mid-call needs a
+    call that simply returns None instead.
+    """
+
+    def __init__(self, ros: Any, prefix: str, stop: threading.Event | None = None) -> None:
+        self.ros = ros
+        self.prefix = prefix
+        self.stop = stop or threading.Event()
+        self._clients: dict[str, Any] = {}
+
+    def __call__(self, srv_type: Any, service: str, **fields: Any) -> Any | None:
+        """Return the response, or None when stopped (or the guard expired) before it came."""
+        client = self._clients.get(service)
+        if client is None:
+            client = self.ros.node.create_client(srv_type, f'{self.prefix}/{service}')
+            assert client.wait_for_service(timeout_sec=CALL_GUARD_S), service
+            self._clients[service] = client
+        done = threading.Event()
+        future = client.call_async(srv_type.Request(**fields))
+        future.add_done_callback(lambda _: done.set())
+        waited = 0.0
+        while not done.wait(0.05):
+            waited += 0.05
+            if self.stop.is_set() or waited > CALL_GUARD_S:
+                return None
+        return future.result()
+
+    def close(self) -> None:
+        """Destroy the clients (the node they talk to is gone)."""
+        for client in self._clients.values():
+            self.ros.node.destroy_client(client)
+        self._clients.clear()
