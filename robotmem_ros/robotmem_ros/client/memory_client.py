@@ -1,0 +1,293 @@
+"""
+MemoryClient: the robotmem services as typed Python calls for manipulation nodes.
+
+Each service has a blocking method (returns the engine's result type, raises
+MemoryClientError with the node's error text) and an ``*_async`` twin returning an rclpy
+Future of the same result. Blocking methods are safe inside callbacks of a node spun by a
+MultiThreadedExecutor (or by an executor in another thread): the client's entities live in
+their own Reentrant callback group, and the caller waits on an event rather than spinning.
+From a callback of a single-threaded executor they raise ExecutorDeadlockError instead of
+hanging; a node nobody spins (a plain script) is spun for the duration of each call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import threading
+import time
+from typing import Any, Callable
+
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.task import Future
+from robotmem_msgs.msg import NodeStatus
+from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
+                               Update)
+from robotmem_ros.client import results
+from robotmem_ros.client.errors import (ExecutorDeadlockError, MemoryClientError,
+                                        ServiceTimeoutError, ServiceUnavailableError)
+from robotmem_ros.client.results import to_json
+from robotmem_ros.client.waiting import deadlock_reason, Waiter
+from robotmem_ros.engine.types import (EndSessionResult, LearnResult, RecallResult,
+                                       SessionInfo, UpdateResult)
+from robotmem_ros.node.status import LATCHED
+
+DEFAULT_NAMESPACE = '/robotmem'
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_RETRIES = 2
+JsonArg = str | dict | list | None
+
+
+@dataclass(frozen=True)
+class _Service:
+    srv_type: Any
+    parse: Callable[[Any], Any]
+    has_success: bool = True   # Recall reports failure through ``error`` only
+
+
+_SERVICES = {
+    'learn': _Service(Learn, results.learn_result),
+    'recall': _Service(Recall, results.recall_result, has_success=False),
+    'start_session': _Service(StartSession, results.session_info),
+    'end_session': _Service(EndSession, results.end_session_result),
+    'save_perception': _Service(SavePerception, lambda res: res.memory_id),
+    'forget': _Service(Forget, lambda res: None),
+    'update': _Service(Update, results.update_result),
+}
+
+
+class MemoryClient:
+    """Typed client of one robotmem node (services under ``namespace``)."""
+
+    def __init__(self, node: Node, namespace: str = DEFAULT_NAMESPACE,
+                 timeout: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES) -> None:
+        self.node = node
+        self.namespace = '/' + namespace.strip('/')
+        self.timeout = timeout
+        self.retries = retries
+        self._group = ReentrantCallbackGroup()
+        self._clients = {
+            name: node.create_client(svc.srv_type, f'{self.namespace}/{name}',
+                                     callback_group=self._group)
+            for name, svc in _SERVICES.items()}
+        self._status: NodeStatus | None = None
+        self._status_event = threading.Event()
+        self._status_sub = node.create_subscription(
+            NodeStatus, f'{self.namespace}/status', self._on_status, LATCHED,
+            callback_group=self._group)
+        self._waiter = Waiter(node)
+
+    # --- readiness and status -----------------------------------------------------------------
+    @property
+    def status(self) -> NodeStatus | None:
+        """Latest NodeStatus of the node (None until one arrived)."""
+        return self._status
+
+    def _on_status(self, msg: NodeStatus) -> None:
+        self._status = msg
+        self._status_event.set()
+
+    def wait_status(self, predicate: Callable[[NodeStatus], bool],
+                    timeout: float | None = None) -> NodeStatus | None:
+        """Block until a NodeStatus satisfies ``predicate``; return it, or None on timeout."""
+        self._refuse_deadlock('status')
+        satisfied = self._waiter.until(
+            lambda: self._status is not None and predicate(self._status),
+            self._deadline(timeout), self._status_event)
+        return self._status if satisfied else None
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until the node reports ready=true and every service has a server."""
+        self._refuse_deadlock('status')
+        return self._waiter.until(
+            lambda: (self._status is not None and self._status.ready
+                     and all(c.service_is_ready() for c in self._clients.values())),
+            self._deadline(timeout), self._status_event)
+
+    def close(self) -> None:
+        """Destroy the client's ROS entities (the node itself stays)."""
+        for client in self._clients.values():
+            self.node.destroy_client(client)
+        self.node.destroy_subscription(self._status_sub)
+
+    # --- blocking calls -----------------------------------------------------------------------
+    def learn(self, insight: str, context: JsonArg = '', collection: str = '',
+              session_id: str = '', timeout: float | None = None) -> LearnResult:
+        """Store a fact; ``status`` says whether it was created or matched an existing one."""
+        return self._call('learn', learn_request(insight, context, collection, session_id),
+                          timeout)
+
+    def recall(self, query: str, n: int = 0, min_confidence: float = -1.0,
+               session_id: str = '', context_filter: JsonArg = '', spatial_sort: JsonArg = '',
+               collection: str = '', timeout: float | None = None) -> RecallResult:
+        """Find memories; ``query='*'`` lists every match of the filters in time order."""
+        return self._call('recall', recall_request(query, n, min_confidence, session_id,
+                                                   context_filter, spatial_sort, collection),
+                          timeout)
+
+    def start_session(self, context: JsonArg = '', collection: str = '',
+                      timeout: float | None = None) -> SessionInfo:
+        """Open an episode; pass its session_id to learn/perceptions/end_session."""
+        return self._call('start_session', StartSession.Request(
+            context=to_json(context), collection=collection), timeout)
+
+    def end_session(self, session_id: str, outcome_score: float | None = None,
+                    timeout: float | None = None) -> EndSessionResult:
+        """Close an episode: consolidation, decay, related memories."""
+        return self._call('end_session', end_session_request(session_id, outcome_score),
+                          timeout)
+
+    def save_perception(self, description: str, perception_type: str = '',
+                        data: JsonArg = '', metadata: JsonArg = '', session_id: str = '',
+                        collection: str = '', timeout: float | None = None) -> int:
+        """Store one perception now (the topic is the bulk path); returns its memory id."""
+        return self._call('save_perception', perception_request(
+            description, perception_type, data, metadata, session_id, collection), timeout)
+
+    def forget(self, memory_id: int, reason: str = '', timeout: float | None = None) -> None:
+        """Retire a memory (kept in history, no longer recalled)."""
+        self._call('forget', Forget.Request(memory_id=memory_id, reason=reason), timeout)
+
+    def update(self, memory_id: int, new_content: str, context: JsonArg = '',
+               timeout: float | None = None) -> UpdateResult:
+        """Replace a memory's text and merge ``context`` into its context."""
+        return self._call('update', Update.Request(
+            memory_id=memory_id, new_content=new_content, context=to_json(context)), timeout)
+
+    # --- futures ------------------------------------------------------------------------------
+    # Never blocking, so callable from any callback. The future fails at once with
+    # ServiceUnavailableError when no server is known (call wait_ready first); it has no
+    # timeout of its own: cancel it to give up.
+    def learn_async(self, insight: str, context: JsonArg = '', collection: str = '',
+                    session_id: str = '') -> Future:
+        """Future of :meth:`learn`."""
+        return self._send('learn', learn_request(insight, context, collection, session_id))
+
+    def recall_async(self, query: str, n: int = 0, min_confidence: float = -1.0,
+                     session_id: str = '', context_filter: JsonArg = '',
+                     spatial_sort: JsonArg = '', collection: str = '') -> Future:
+        """Future of :meth:`recall`."""
+        return self._send('recall', recall_request(query, n, min_confidence, session_id,
+                                                   context_filter, spatial_sort, collection))
+
+    def start_session_async(self, context: JsonArg = '', collection: str = '') -> Future:
+        """Future of :meth:`start_session`."""
+        return self._send('start_session', StartSession.Request(
+            context=to_json(context), collection=collection))
+
+    def end_session_async(self, session_id: str, outcome_score: float | None = None) -> Future:
+        """Future of :meth:`end_session`."""
+        return self._send('end_session', end_session_request(session_id, outcome_score))
+
+    def save_perception_async(self, description: str, perception_type: str = '',
+                              data: JsonArg = '', metadata: JsonArg = '', session_id: str = '',
+                              collection: str = '') -> Future:
+        """Future of :meth:`save_perception`."""
+        return self._send('save_perception', perception_request(
+            description, perception_type, data, metadata, session_id, collection))
+
+    def forget_async(self, memory_id: int, reason: str = '') -> Future:
+        """Future of :meth:`forget`."""
+        return self._send('forget', Forget.Request(memory_id=memory_id, reason=reason))
+
+    def update_async(self, memory_id: int, new_content: str, context: JsonArg = '') -> Future:
+        """Future of :meth:`update`."""
+        return self._send('update', Update.Request(
+            memory_id=memory_id, new_content=new_content, context=to_json(context)))
+
+    # --- plumbing -----------------------------------------------------------------------------
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self.timeout if timeout is None else timeout)
+
+    def _refuse_deadlock(self, name: str) -> None:
+        reason = deadlock_reason(self.node)
+        if reason:
+            raise ExecutorDeadlockError(name, reason)
+
+    def _send(self, name: str, request: Any) -> Future:
+        """Send now; the returned future carries the parsed result or a MemoryClientError."""
+        client = self._clients[name]
+        out = Future()
+        if not client.service_is_ready():
+            out.set_exception(ServiceUnavailableError(name, f'no server for {client.srv_name}'))
+            return out
+        raw = client.call_async(request)
+        raw.add_done_callback(lambda done: _settle(name, done, out))
+        out.add_done_callback(lambda done: done.cancelled() and client.remove_pending_request(raw))
+        return out
+
+    def _call(self, name: str, request: Any, timeout: float | None) -> Any:
+        """Send and wait; re-send while the server vanishes mid-call (restart), up to retries."""
+        self._refuse_deadlock(name)
+        deadline = self._deadline(timeout)
+        client = self._clients[name]
+        for _ in range(self.retries + 1):
+            if not self._waiter.until(client.service_is_ready, deadline, threading.Event()):
+                raise ServiceUnavailableError(
+                    name, f'no server for {client.srv_name} (is the memory node running in '
+                    f'namespace {self.namespace!r}?)')
+            future = self._send(name, request)
+            wake = threading.Event()
+            future.add_done_callback(lambda _: wake.set())
+            answered = self._waiter.until(
+                lambda: future.done() or not client.service_is_ready(), deadline, wake)
+            if future.done():
+                return future.result()
+            future.cancel()
+            if not answered:
+                raise ServiceTimeoutError(name, f'no answer from {client.srv_name} in time')
+        raise ServiceUnavailableError(
+            name, f'{client.srv_name} went away {self.retries + 1} times during the call')
+
+
+def _settle(name: str, raw: Future, out: Future) -> None:
+    """Complete ``out`` from the raw service future: parsed result or MemoryClientError."""
+    if out.done() or out.cancelled():
+        return
+    if raw.cancelled():
+        out.cancel()
+        return
+    try:
+        response = raw.result()
+        service = _SERVICES[name]
+        failed = not response.success if service.has_success else bool(response.error)
+        if failed:
+            out.set_exception(MemoryClientError(name, response.error or 'request failed',
+                                                response.error))
+            return
+        result = service.parse(response)
+    except Exception as exc:  # transport error or unparsable answer: the caller must see it
+        out.set_exception(MemoryClientError(name, f'{type(exc).__name__}: {exc}'))
+        return
+    out.set_result(result)
+
+
+def learn_request(insight: str, context: JsonArg, collection: str,
+                  session_id: str) -> Learn.Request:
+    """Build a Learn request (context as JSON text)."""
+    return Learn.Request(insight=insight, context=to_json(context), collection=collection,
+                         session_id=session_id)
+
+
+def recall_request(query: str, n: int, min_confidence: float, session_id: str,
+                   context_filter: JsonArg, spatial_sort: JsonArg,
+                   collection: str) -> Recall.Request:
+    """Build a Recall request (filters as JSON text)."""
+    return Recall.Request(query=query, n=n, min_confidence=float(min_confidence),
+                          session_id=session_id, context_filter=to_json(context_filter),
+                          spatial_sort=to_json(spatial_sort), collection=collection)
+
+
+def end_session_request(session_id: str, outcome_score: float | None) -> EndSession.Request:
+    """Build an EndSession request (no score -> has_outcome_score false)."""
+    return EndSession.Request(session_id=session_id, has_outcome_score=outcome_score is not None,
+                              outcome_score=float(outcome_score or 0.0))
+
+
+def perception_request(description: str, perception_type: str, data: JsonArg,
+                       metadata: JsonArg, session_id: str,
+                       collection: str) -> SavePerception.Request:
+    """Build a SavePerception request (data/metadata as JSON text)."""
+    return SavePerception.Request(description=description, perception_type=perception_type,
+                                  data=to_json(data), metadata=to_json(metadata),
+                                  session_id=session_id, collection=collection)
