@@ -1,4 +1,5 @@
-"""Accuracy of the rule decider on hand-written (old fact, new fact) pairs.
+"""
+Accuracy of the rule decider on hand-written (old fact, new fact) pairs.
 
 Each pair in ``bench/data/decision_pairs.tsv`` (the development set: the rules were written
 against it) and ``decision_pairs_heldout.tsv`` (written after the rules were frozen, never

@@ -101,11 +101,13 @@ def test_jaccard_survives_fts_operator_text(engine):
     assert result.status == 'duplicate' and result.existing_id == first.memory_id
 
 
-def test_numbers_block_every_layer(engine):
+def test_numbers_block_every_layer(tmp_path):
+    engine = make_engine(tmp_path, decider='none')  # dedup alone; decisions tested apart
     engine.learn('grip force 12.5N works for ceramic cups')
     result = engine.learn('grip force 15N works for ceramic cups')
     assert result.status == 'created'
     assert count(engine) == 2
+    engine.close()
 
 
 def test_similar_facts_are_reported_not_blocking(engine):
@@ -141,10 +143,12 @@ def test_cosine_layer_catches_paraphrase(embedded):
     assert result.similarity >= embedded.config.dedup_cosine_threshold
 
 
-def test_cosine_layer_is_number_aware(embedded):
-    embedded.learn('set the grip force to 12.5 N for ceramic cups')
-    result = embedded.learn('set the grip force to 14 N for ceramic cups')
+def test_cosine_layer_is_number_aware(tmp_path):
+    engine = make_engine(tmp_path, embed=True, decider='none')
+    engine.learn('set the grip force to 12.5 N for ceramic cups')
+    result = engine.learn('set the grip force to 14 N for ceramic cups')
     assert result.status == 'created'
+    engine.close()
 
 
 def test_unreadable_text_skips_cosine(embedded):

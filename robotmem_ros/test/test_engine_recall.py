@@ -79,13 +79,14 @@ def test_context_filter_does_not_starve(engine):
 
 
 def test_spatial_sort_nearest_first_and_cutoff(engine):
-    for i, pos in enumerate([[1.0, 0.0, 0.4], [1.3, 0.7, 0.42], [1.31, 0.69, 0.42], [5, 5, 5]]):
-        engine.learn(f'cup seen at spot {i}', {'spatial': {'object_position': pos}})
-    engine.learn('cup seen without position')
-    result = engine.recall('cup seen', n=10, spatial_sort=json.dumps({
+    objects = {'cup': [1.0, 0.0, 0.4], 'mug': [1.3, 0.7, 0.42], 'bowl': [1.31, 0.69, 0.42],
+               'plate': [5, 5, 5]}
+    for name, pos in objects.items():
+        engine.learn(f'{name} seen on the workbench', {'spatial': {'object_position': pos}})
+    engine.learn('tray seen on the workbench')
+    result = engine.recall('seen workbench', n=10, spatial_sort=json.dumps({
         'field': 'spatial.object_position', 'target': [1.3, 0.7, 0.42], 'max_distance': 1.0}))
-    assert [m.content for m in result.memories] == [
-        'cup seen at spot 1', 'cup seen at spot 2', 'cup seen at spot 0']
+    assert [m.content.split()[0] for m in result.memories] == ['mug', 'bowl', 'cup']
 
 
 def test_real_world_memories_weigh_more(engine):

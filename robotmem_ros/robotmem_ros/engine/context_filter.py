@@ -17,9 +17,10 @@ Semantics (MongoDB-like, where the seed is silent):
 * A missing path matches only ``$ne``, ``$nin`` and ``$exists: false``.
 * Context keys that contain a dot cannot be addressed.
 
-Two reserved top-level keys are recall options, not conditions, and are taken out at parse time:
-``include_superseded`` (bool) and ``created_at`` (``{"$gte": epoch, "$lte": epoch}``, either
-bound optional).
+Three reserved top-level keys are recall options, not conditions, and are taken out at parse
+time: ``include_superseded`` (bool), ``created_at`` (``{"$gte": epoch, "$lte": epoch}``, either
+bound optional) and ``as_of`` (epoch: "what did we believe then" — memories valid at that time,
+superseded ones included).
 
 The JSON loading, path parsing and path resolution helpers here are shared with ``spatial``.
 """
@@ -46,6 +47,7 @@ MISSING: Any = _Missing()
 
 INCLUDE_SUPERSEDED = 'include_superseded'
 CREATED_AT = 'created_at'
+AS_OF = 'as_of'
 
 
 # --- JSON input ----------------------------------------------------------------------------
@@ -226,6 +228,7 @@ class FilterOptions:
     include_superseded: bool = False
     created_from: float | None = None
     created_to: float | None = None
+    as_of: float | None = None
 
 
 @dataclass(frozen=True)
@@ -285,7 +288,11 @@ def _options(raw: dict[str, Any]) -> FilterOptions:
     if start is not None and end is not None and start > end:
         raise ValidationError(f'context_filter[{CREATED_AT!r}]: $gte {start} is after '
                               f'$lte {end}')
-    return FilterOptions(include, start, end)
+    as_of = raw.pop(AS_OF, None)
+    if as_of is not None and not (is_number(as_of) and math.isfinite(as_of)):
+        raise ValidationError(f'context_filter[{AS_OF!r}]: must be epoch seconds, got {as_of!r}')
+    return FilterOptions(include or as_of is not None, start, end,
+                         None if as_of is None else float(as_of))
 
 
 def parse_filter(text_or_dict: str | Mapping[str, Any] | None, *, max_bytes: int,

@@ -3,7 +3,8 @@ Write-time dedup pipeline (seed 000): exact → Jaccard → cosine → session.
 
 Runs on the writer connection inside the writer lock, so the check and the insert that follows
 are one atomic step. Every layer is number-aware: texts that mention different numbers are never
-duplicates, whatever their overlap. Near misses are collected as ``similar`` for the caller.
+duplicates, whatever their overlap. Near misses — and number-conflicting look-alikes, which the
+decision layer needs to see contradictions — are collected as ``similar`` for the caller.
 """
 
 from __future__ import annotations
@@ -84,10 +85,9 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
     contents = _contents(conn, [memory_id for memory_id, _ in hits])
     for memory_id, _ in hits:
         other = contents[memory_id]
-        if textmod.numbers_conflict(content, other):
-            continue
         similarity = textmod.jaccard(tokens, textmod.jaccard_tokens(other))
-        if similarity > config.dedup_jaccard_threshold:
+        if similarity > config.dedup_jaccard_threshold and not textmod.numbers_conflict(
+                content, other):
             verdict.method, verdict.existing_id, verdict.similarity = (
                 method, memory_id, similarity)
             return True
@@ -102,9 +102,7 @@ def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str, vector: np.nda
     hits = store.vec_search(conn, vector, collection, k, session_id=session_id, type_='fact')
     contents = _contents(conn, [memory_id for memory_id, _ in hits])
     for memory_id, similarity in hits:
-        if textmod.numbers_conflict(content, contents[memory_id]):
-            continue
-        if similarity >= threshold:
+        if similarity >= threshold and not textmod.numbers_conflict(content, contents[memory_id]):
             verdict.method, verdict.existing_id, verdict.similarity = (
                 method, memory_id, similarity)
             return True

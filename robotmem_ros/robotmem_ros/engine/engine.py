@@ -15,18 +15,19 @@ from typing import Any, Callable, Sequence
 import uuid
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import consolidation, dedup, store
+from robotmem_ros.engine import (consolidation, doctor, maintenance, reindex, store,
+                                 transfer)
 from robotmem_ros.engine.database import classify, Database, Error as SqlError, IntegrityError
 from robotmem_ros.engine.decay import apply_decay
 from robotmem_ros.engine.embedding_state import EmbeddingState
-from robotmem_ros.engine.inference import infer
+from robotmem_ros.engine.learn import Learner
 from robotmem_ros.engine.recall import Recaller
 from robotmem_ros.engine.schema import migrate
 from robotmem_ros.engine.types import (EndSessionResult, EngineStatus, LearnResult,
                                        PerceptionInput, RecallResult, SessionInfo, UpdateResult)
 from robotmem_ros.engine.validation import check_finite, check_id, check_text, json_object
 from robotmem_ros.errors import (ConfigError, EmbeddingError, NotFoundError, RobotMemError,
-                                 StorageError, ValidationError)
+                                 ValidationError)
 
 LOG = logging.getLogger('robotmem.engine')
 PERCEPTION_CONFIDENCE = 0.9
@@ -56,6 +57,7 @@ class MemoryEngine:
             self.db.close()
             raise classify(exc, self.db.path) from exc
         self.recaller = Recaller(self)
+        self.learner = Learner(self)
 
     @classmethod
     def open(cls, config: MemoryConfig, **kwargs: Any) -> 'MemoryEngine':
@@ -84,6 +86,7 @@ class MemoryEngine:
                 raise ConfigError(f'{name} is read-only at run time')
         self._config = new
         self.embedding.min_readability = new.min_readability
+        self.learner.reconfigure()
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
@@ -93,57 +96,13 @@ class MemoryEngine:
 
     def learn(self, insight: str, context: str | dict = '', collection: str = '',
               session_id: str = '') -> LearnResult:
-        """Store a fact unless a dedup layer finds it already known (then reinforce that one)."""
-        cfg = self._config
-        content = check_text('insight', insight, max_chars=cfg.max_insight_chars)
-        ctx = self._json('context', context)
-        collection = self._collection(collection)
-        session_id = self._session_id(session_id)
-        labels = infer(content, ctx, has_session=bool(session_id))
-        vector = self.embedding.embed_fact(content) if self.embedding.usable else None
-        now = self.clock()
-        try:
-            with self.db.write() as conn:
-                verdict = dedup.check(conn, content, collection=collection,
-                                      session_id=session_id, vector=vector, config=cfg, now=now)
-                similar = store.fetch_records(conn, sorted(verdict.similar))
-                for record in similar.values():
-                    record.rrf_score = verdict.similar[record.id]
-                similar_list = sorted(similar.values(), key=lambda r: -r.rrf_score)
-                if verdict.is_duplicate:
-                    self._reinforce(conn, verdict.existing_id, verdict.method, now)
-                    return LearnResult(verdict.existing_id, 'duplicate', verdict.method,
-                                       verdict.existing_id, verdict.similarity, similar_list,
-                                       labels.inferred)
-                if session_id:
-                    store.ensure_session(conn, session_id, collection, now)
-                stored_ctx = {k: v for k, v in ctx.items()
-                              if k not in ('category', 'confidence', 'kind', 'tags')}
-                memory_id = store.insert_memory(
-                    conn, type_='fact', content=content, collection=collection,
-                    session_id=session_id, category=labels.category, perception_type='',
-                    kind=labels.kind, confidence=labels.confidence, context=stored_ctx,
-                    created_at=now, tags=labels.tags)
-                if self.embedding.usable:
-                    store.put_vector(conn, memory_id, vector)
-                return LearnResult(memory_id, 'created', '', 0, verdict.similarity,
-                                   similar_list, labels.inferred)
-        except IntegrityError:
-            # Another process inserted the same fact between our check and our insert: the
-            # unique index refused the second row, so report the first as the duplicate.
-            existing = store.find_active_by_hash(self.db.reader(), collection, content)
-            if existing is None:
-                raise StorageError('concurrent write conflict; retry the request') from None
-            return LearnResult(existing, 'duplicate', 'exact', existing, 1.0, [],
-                               labels.inferred)
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        """
+        Store a fact, unless it is already known (then reinforce that memory).
 
-    def _reinforce(self, conn: Any, memory_id: int, method: str, now: float) -> None:
-        conn.execute('UPDATE memories SET reinforce_count = reinforce_count + 1, last_seen = ? '
-                     'WHERE id = ?', (now, memory_id))
-        store.add_history(conn, memory_id, 'reinforce', created_at=now,
-                          reason=f'duplicate learn ({method})')
+        The decision layer may instead merge it into a memory it refines, or supersede the
+        memories it contradicts; the result's status says which.
+        """
+        return self.learner.learn(insight, context, collection, session_id)
 
     # --- perceptions -----------------------------------------------------------------------
 
@@ -376,6 +335,45 @@ class MemoryEngine:
     def _active_count(self, conn: Any, collection: str) -> int:
         return conn.execute('SELECT COUNT(*) FROM memories WHERE collection = ? '
                             "AND status = 'active'", (collection,)).fetchone()[0]
+
+    # --- maintenance (logic in maintenance.py, doctor.py, reindex.py, transfer.py) ---------
+
+    def stats(self) -> dict:
+        """Count by collection/type/kind/category/status; sizes, model, decay histogram."""
+        return maintenance.stats(self)
+
+    def sessions(self, collection: str = '', limit: int = 100) -> list[dict]:
+        """Most recent sessions with their fact and perception counts."""
+        return maintenance.sessions(self, collection, limit)
+
+    def episode(self, session_id: str) -> dict:
+        """Return a session and its memories in time order."""
+        return maintenance.episode(self, session_id)
+
+    def history(self, memory_id: int) -> list[dict]:
+        """Audit trail of a memory, oldest first."""
+        return maintenance.history(self, memory_id)
+
+    def cleanup_exact_duplicates(self, collection: str = '', dry_run: bool = True
+                                 ) -> list[dict]:
+        """Supersede repeated active facts (<= 200 per call); ``dry_run`` only previews."""
+        return maintenance.cleanup_exact_duplicates(self, self._collection(collection), dry_run)
+
+    def doctor(self, repair: bool = False) -> dict:
+        """Check FTS/vector/tag/history/session consistency; ``repair`` fixes it."""
+        return doctor.doctor(self, repair)
+
+    def reindex(self, batch_size: int = 64, progress: Callable | None = None) -> dict:
+        """Re-embed every active memory with the current model (resumable)."""
+        return reindex.reindex(self, batch_size, progress)
+
+    def export_jsonl(self, path: str, **options: Any) -> dict:
+        """Write sessions and memories to a JSONL file (see transfer.export_jsonl)."""
+        return transfer.export_jsonl(self, path, **options)
+
+    def import_jsonl(self, path: str, **options: Any) -> dict:
+        """Import a JSONL export; exact duplicates are skipped and reported."""
+        return transfer.import_jsonl(self, path, **options)
 
     # --- helpers ---------------------------------------------------------------------------
 

@@ -111,7 +111,8 @@ class Recaller:
         qvec = self.engine.embedding.embed_query(query) if 'vector' in channels else None
         mode = _mode(fts_q is not None or qvec is None, qvec is not None)
         filtered = bool(session_id or exclude_session or not cfilter.is_empty or spatial
-                        or options.created_from is not None or options.created_to is not None)
+                        or options.created_from is not None or options.created_to is not None
+                        or options.as_of is not None)
         fetch = min(n * (4 if filtered else 2), cfg.max_fetch)
         while True:
             bm = store.fts_search(conn, fts_q, collection, fetch, now=now,
@@ -204,10 +205,15 @@ def _passes(record: MemoryRecord, min_conf: float, cfilter: ContextFilter,
         return False
     if record.status != 'active' and not options.include_superseded:
         return False
-    if record.status == 'active' and record.valid_until is not None and record.valid_until <= now:
+    if (options.as_of is None and record.status == 'active'
+            and record.valid_until is not None and record.valid_until <= now):
         return False
     if options.created_from is not None and record.created_at < options.created_from:
         return False
     if options.created_to is not None and record.created_at > options.created_to:
+        return False
+    if options.as_of is not None and not (
+            record.created_at <= options.as_of
+            and (record.valid_until is None or options.as_of < record.valid_until)):
         return False
     return cfilter.matches(record.context)

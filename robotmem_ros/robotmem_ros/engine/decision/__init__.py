@@ -1,4 +1,5 @@
-"""Decision layer: whether a new fact repeats, refines or contradicts a stored one.
+"""
+Decision layer: whether a new fact repeats, refines or contradicts a stored one.
 
 ``make_decider(config)`` returns the decider ``config.decider`` names (None for "none"); its
 ``decide(candidate, existing)`` returns a normalized ``Outcome`` and never raises.

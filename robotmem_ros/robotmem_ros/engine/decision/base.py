@@ -1,4 +1,5 @@
-"""What every decider shares: category isolation, the profile rule and the fail-safe.
+"""
+What every decider shares: category isolation, the profile rule and the fail-safe.
 
 A decider only proposes; this base picks the peers it may look at (same category, top 5 by
 similarity), applies the always-merge rule of profile categories without asking it, runs the

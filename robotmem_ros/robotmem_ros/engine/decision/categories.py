@@ -1,4 +1,5 @@
-"""Which categories may be merged, superseded or always folded together.
+"""
+Which categories may be merged, superseded or always folded together.
 
 Seed 001 splits categories into an always-merge class (the profile), a class where MERGE is
 allowed (preferences, entities, patterns) and one where it is not (events, cases). Robot

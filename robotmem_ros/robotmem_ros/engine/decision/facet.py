@@ -1,4 +1,5 @@
-"""Split a short fact into its facet (what it is about) and its value (what it says).
+"""
+Split a short fact into its facet (what it is about) and its value (what it says).
 
 Seed 001's ``_extract_facet_key`` keeps the text before ':' / '-' / '—', else the first 24
 characters. Robot facts are mostly "<attribute> for <subject> is <value>", so the split here
@@ -27,17 +28,20 @@ LIGHT_WORDS = frozenset("""
 a an the is are was were be been being am do does did of for to at by with from and as than
 that which it its this these those there now currently need needs require requires has have
 had located equals should must will shall can may also then
-""".split()) | frozenset('的了是为和与及着')
+"""
+.split()) | frozenset('的了是为和与及着')
 
 NEGATIONS = frozenset("""
 not no never cannot can't don't doesn't didn't isn't aren't wasn't weren't won't shouldn't
 mustn't without nor
-""".split()) | frozenset('不没未无别勿非')
+"""
+.split()) | frozenset('不没未无别勿非')
 
 # Tokens after which the rest of the fact is its value.
 COPULAS = frozenset("""
 is are was were equals need needs require requires has have
-""".split()) | frozenset('是为')
+"""
+.split()) | frozenset('是为')
 
 # Which relation a copula states: "X is 5" and "X: 5" say the same kind of thing, "X needs 5"
 # another.
@@ -50,7 +54,8 @@ _FALLBACK_CHARS = 24
 
 @dataclass(frozen=True)
 class Parsed:
-    """A fact as the rules compare it.
+    """
+    A fact as the rules compare it.
 
     ``content`` is the sequence of meaningful tokens (stemmed words, quantity tokens, single
     CJK characters); ``split`` is how many of them form the facet (None when the fact has no
@@ -143,7 +148,8 @@ def parse(text: str) -> Parsed:
 
 
 def facet_key(text: str) -> str:
-    """Human-readable facet, "attribute | subject" when the head says "<attr> for <subject>".
+    """
+    Human-readable facet, "attribute | subject" when the head says "<attr> for <subject>".
 
     Shown to the LLM next to each memory and written to the audit history; the rules compare
     token sets instead, so word order does not matter to them.

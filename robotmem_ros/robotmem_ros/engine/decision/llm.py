@@ -1,4 +1,5 @@
-"""Optional decider that asks an OpenAI-compatible chat endpoint (llama.cpp, Ollama, vLLM).
+"""
+Optional decider that asks an OpenAI-compatible chat endpoint (llama.cpp, Ollama, vLLM).
 
 Off by default. It uses only urllib, so no client library is needed on the robot. The whole
 exchange is bounded by ``timeout`` seconds; an unreachable server, an HTTP error, a slow

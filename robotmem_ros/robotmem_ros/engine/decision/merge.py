@@ -1,4 +1,5 @@
-"""Fold a new fact into a stored one, clause by clause.
+"""
+Fold a new fact into a stored one, clause by clause.
 
 A stored memory may hold several clauses ("payload: 5 kg; reach: 850 mm"). A new clause
 replaces the stored clause it refines or contradicts, is dropped when a clause already says

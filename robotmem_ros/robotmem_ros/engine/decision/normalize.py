@@ -1,4 +1,5 @@
-"""Seed 001's normalization rules: turn any decider's proposal into a consistent outcome.
+"""
+Seed 001's normalization rules: turn any decider's proposal into a consistent outcome.
 
 Whatever a decider proposes (the rules or a language model that ignored its instructions),
 the engine only ever executes an outcome that obeys, in this order:

@@ -1,4 +1,5 @@
-"""The chat messages the LLM decider sends: the candidate, its top peers, the hard rules.
+"""
+The chat messages the LLM decider sends: the candidate, its top peers, the hard rules.
 
 Peers are numbered from 1 and carry their id and facet, so the model can answer by index or
 by id; the hard rules restate the normalization the reply will go through anyway, which

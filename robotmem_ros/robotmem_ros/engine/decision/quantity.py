@@ -1,4 +1,5 @@
-"""Numbers with units, normalized to SI so that "5 cm" and "50 mm" compare equal.
+"""
+Numbers with units, normalized to SI so that "5 cm" and "50 mm" compare equal.
 
 Robot facts change by their numbers ("12.5N" becomes "14 N"); comparing numbers as strings
 would see "0.5 m/s" and "500 mm/s" as a conflict and "12.5N" and "12.5 N" as different.

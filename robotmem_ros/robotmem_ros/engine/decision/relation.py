@@ -1,4 +1,5 @@
-"""How a new fact relates to one stored fact: same, refines, contradicts or unrelated.
+"""
+How a new fact relates to one stored fact: same, refines, contradicts or unrelated.
 
 The order of the tests matters: a flipped negation is a contradiction whatever else matches;
 a fact that adds no word and no number is the same fact however it is phrased; only then
@@ -21,6 +22,11 @@ UNRELATED = 'unrelated'
 # Context keys that scope a fact: 12.5 N in simulation does not contradict 14 N on hardware.
 SCOPE_KEYS = ('sim_or_real', 'robot_id', 'robot', 'embodiment')
 _MIN_SHARED = 0.5
+# States that exclude each other; a swap between them is an update, not a second fact.
+_ANTONYMS = frozenset(frozenset(pair.split('/')) for pair in (
+    'inward/outward open/closed opened/closed on/off enabled/disabled locked/unlocked '
+    'clockwise/counterclockwise full/empty up/down above/below true/false success/failure '
+    'works/fails work/fail safe/unsafe allowed/forbidden required/optional').split())
 _SHORT_VALUE = 3
 
 
@@ -106,5 +112,12 @@ def _align(old: Parsed, new: Parsed) -> tuple[str, str]:
         return REFINES, 'keeps the old text and adds detail'
     kept = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == 'equal')
     if len(changed) == 1 and kept / len(old.content) >= _MIN_SHARED:
-        return CONTRADICTS, 'one part of the statement changed'
+        _, i1, i2, j1, j2 = changed[0]
+        if any(token.startswith('<') for token in old.content[i1:i2]):
+            return CONTRADICTS, 'one value of the statement changed'
+        if frozenset(old.content[i1:i2] + new.content[j1:j2]) in _ANTONYMS:
+            return CONTRADICTS, 'one word flipped to its opposite'
+        # A swapped descriptive word ("left" → "right" gripper) may be a second, equally true
+        # fact; superseding would hide it, and a duplicate costs less than lost information.
+        return UNRELATED, 'one descriptive word differs; both kept'
     return UNRELATED, 'statements differ in several places'

@@ -1,4 +1,5 @@
-"""Parse the LLM's reply into a Proposal, strictly.
+"""
+Parse the LLM's reply into a Proposal, strictly.
 
 The reply must contain one JSON object (bare or in a ``` fence); anything else raises
 ValueError, which the decider's fail-safe turns into CREATE. Memories may be referred to by

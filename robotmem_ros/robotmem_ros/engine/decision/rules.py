@@ -1,4 +1,5 @@
-"""The default decider: facets, numbers and negation, no model.
+"""
+The default decider: facets, numbers and negation, no model.
 
 Per peer the relation decides: the same fact → SKIP; a new value for the same facet, newer
 than the stored one → DELETE it (the engine supersedes it) and CREATE; new detail for the

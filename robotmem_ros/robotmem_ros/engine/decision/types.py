@@ -1,4 +1,5 @@
-"""Value types of the decision layer.
+"""
+Value types of the decision layer.
 
 They hold plain Python values only, so the engine can write an ``Outcome`` straight into its
 audit history and the deciders stay free of SQLite and rclpy.
@@ -44,7 +45,8 @@ class Existing:
 
 @dataclass(frozen=True)
 class Action:
-    """What to do to one existing memory.
+    """
+    What to do to one existing memory.
 
     ``before`` is the memory's text when the decision was made and ``merged_text`` the text it
     becomes (MERGE only), so the engine can audit the change without another read.

@@ -1,0 +1,229 @@
+"""
+Learn pipeline: validate → label → embed → dedup → decide → write.
+
+Three steps keep the writer lock short. (1) Under the lock, the dedup layers run; a duplicate
+reinforces the existing memory and ends there. (2) Outside the lock, the decision layer (seed
+001) judges whether the new fact refines or contradicts similar ones — an LLM decider may take
+seconds and must not stall other writers. (3) Under the lock again, the fact is written and the
+decision applied; the unique index still guarantees no second active copy appears meanwhile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import json
+from typing import Any, TYPE_CHECKING
+
+import numpy as np
+
+from robotmem_ros.engine import dedup, store
+from robotmem_ros.engine.database import classify, Error as SqlError, IntegrityError
+from robotmem_ros.engine.decision import (Candidate, DELETE, Existing, make_decider, MERGE,
+                                          Outcome, SKIP)
+from robotmem_ros.engine.inference import infer, Inferred
+from robotmem_ros.engine.types import LearnResult, MemoryRecord
+from robotmem_ros.engine.validation import check_text
+from robotmem_ros.errors import StorageError
+
+if TYPE_CHECKING:
+    from robotmem_ros.engine.engine import MemoryEngine
+
+RESERVED_CONTEXT_KEYS = ('category', 'confidence', 'kind', 'tags')
+DECIDER_NEIGHBOURS = 5
+
+
+@dataclass
+class _Fact:
+    content: str
+    context: dict[str, Any]
+    collection: str
+    session_id: str
+    labels: Inferred
+    vector: np.ndarray | None
+
+
+class Learner:
+    """Runs learn requests against an engine's store."""
+
+    def __init__(self, engine: 'MemoryEngine') -> None:
+        self.engine = engine
+        self.decider = make_decider(engine.config)
+
+    def reconfigure(self) -> None:
+        """Rebuild the decider after a run-time parameter change."""
+        self.decider = make_decider(self.engine.config)
+
+    def learn(self, insight: str, context: Any, collection: str, session_id: str
+              ) -> LearnResult:
+        """See MemoryEngine.learn."""
+        eng = self.engine
+        content = check_text('insight', insight, max_chars=eng.config.max_insight_chars)
+        ctx = eng._json('context', context)
+        fact = _Fact(content, {k: v for k, v in ctx.items() if k not in RESERVED_CONTEXT_KEYS},
+                     eng._collection(collection), eng._session_id(session_id),
+                     infer(content, ctx, has_session=bool(session_id)),
+                     eng.embedding.embed_fact(content) if eng.embedding.usable else None)
+        try:
+            return self._learn(fact)
+        except IntegrityError:
+            # Another writer stored the same text between our check and our insert: the
+            # unique index refused the second row, so report the first as the duplicate.
+            existing = store.find_active_by_hash(eng.db.reader(), fact.collection, content)
+            if existing is None:
+                raise StorageError('concurrent write conflict; retry the request') from None
+            return LearnResult(existing, 'duplicate', 'exact', existing, 1.0, [],
+                               fact.labels.inferred)
+        except SqlError as exc:
+            raise classify(exc, eng.db.path) from exc
+
+    def _learn(self, fact: _Fact) -> LearnResult:
+        eng = self.engine
+        now = eng.clock()
+        with eng.db.write() as conn:
+            verdict = dedup.check(conn, fact.content, collection=fact.collection,
+                                  session_id=fact.session_id, vector=fact.vector,
+                                  config=eng.config, now=now)
+            similar = _similar_records(conn, verdict.similar)
+            if verdict.is_duplicate:
+                _reinforce(conn, verdict.existing_id, verdict.method, now)
+                return LearnResult(verdict.existing_id, 'duplicate', verdict.method,
+                                   verdict.existing_id, verdict.similarity, similar,
+                                   fact.labels.inferred)
+            peers = self._peers(conn, fact, similar)
+        outcome = self._decide(fact, peers, now)
+        merged_vectors = self._merged_vectors(outcome)
+        with eng.db.write() as conn:
+            return self._apply(conn, fact, outcome, similar, peers, merged_vectors, now)
+
+    # --- decision --------------------------------------------------------------------------
+
+    def _peers(self, conn: Any, fact: _Fact, similar: list[MemoryRecord]) -> list[Existing]:
+        if self.decider is None:
+            return []
+        scores = {r.id: r.rrf_score for r in similar}
+        if fact.vector is not None:  # seed 001: vector prefilter with threshold 0.0
+            for memory_id, sim in store.vec_search(conn, fact.vector, fact.collection,
+                                                   DECIDER_NEIGHBOURS, type_='fact'):
+                scores.setdefault(memory_id, sim)
+        records = store.fetch_records(conn, list(scores))
+        return [Existing(r.id, r.content, r.category, r.context, r.created_at, scores[r.id])
+                for r in records.values() if r.status == 'active']
+
+    def _decide(self, fact: _Fact, peers: list[Existing], now: float) -> Outcome | None:
+        if self.decider is None or not peers:
+            return None
+        return self.decider.decide(
+            Candidate(fact.content, fact.labels.category, fact.context, now), peers)
+
+    def _merged_vectors(self, outcome: Outcome | None) -> dict[int, np.ndarray | None]:
+        if outcome is None or not self.engine.embedding.usable:
+            return {}
+        return {a.target_id: self.engine.embedding.embed_fact(a.merged_text)
+                for a in outcome.actions if a.kind == MERGE and a.merged_text}
+
+    # --- write -----------------------------------------------------------------------------
+
+    def _apply(self, conn: Any, fact: _Fact, outcome: Outcome | None,
+               similar: list[MemoryRecord], peers: list[Existing],
+               merged_vectors: dict[int, Any], now: float) -> LearnResult:
+        inferred = dict(fact.labels.inferred)
+        if outcome is not None:
+            inferred['decision'] = outcome.to_dict()
+        if outcome is not None and outcome.decision == SKIP and outcome.actions == ():
+            best = sorted(peers, key=lambda e: -e.similarity)
+            target = _first_active(conn, [e.id for e in best]) or 0
+            if target:
+                _reinforce(conn, target, f'decider {outcome.decider}: {outcome.reason}', now)
+                return LearnResult(target, 'duplicate', 'decider', target, best[0].similarity,
+                                   similar, inferred)
+        merges = [a for a in (outcome.actions if outcome else ()) if a.kind == MERGE]
+        applied = [a for a in merges if self._merge(conn, a, outcome, merged_vectors, now)]
+        if applied:
+            target = applied[0].target_id
+            inferred['merged_ids'] = [a.target_id for a in applied]
+            return LearnResult(target, 'merged', 'decider', target, _score_of(similar, target),
+                               similar, inferred)
+        memory_id = self._insert(conn, fact, now)
+        deletes = [a for a in (outcome.actions if outcome else ()) if a.kind == DELETE]
+        superseded = [a.target_id for a in deletes
+                      if self._supersede(conn, a, memory_id, outcome, now)]
+        if superseded:
+            inferred['superseded_ids'] = superseded
+            return LearnResult(memory_id, 'superseded_existing', 'decider', superseded[0],
+                               _score_of(similar, superseded[0]), similar, inferred)
+        return LearnResult(memory_id, 'created', '', 0, 0.0, similar, inferred)
+
+    def _insert(self, conn: Any, fact: _Fact, now: float) -> int:
+        if fact.session_id:
+            store.ensure_session(conn, fact.session_id, fact.collection, now)
+        labels = fact.labels
+        memory_id = store.insert_memory(
+            conn, type_='fact', content=fact.content, collection=fact.collection,
+            session_id=fact.session_id, category=labels.category, perception_type='',
+            kind=labels.kind, confidence=labels.confidence, context=fact.context,
+            created_at=now, tags=labels.tags)
+        if self.engine.embedding.usable:
+            store.put_vector(conn, memory_id, fact.vector)
+        return memory_id
+
+    def _merge(self, conn: Any, action: Any, outcome: Outcome, vectors: dict[int, Any],
+               now: float) -> bool:
+        row = conn.execute('SELECT content, context_json FROM memories WHERE id = ? '
+                           "AND status = 'active'", (action.target_id,)).fetchone()
+        if row is None or not action.merged_text:
+            return False
+        try:
+            conn.execute('SAVEPOINT merge')
+            store.replace_content(conn, action.target_id, action.merged_text,
+                                  json.loads(row['context_json']))
+            conn.execute('RELEASE merge')
+        except IntegrityError:  # merged text equals another active fact: keep both as they are
+            conn.execute('ROLLBACK TO merge')
+            conn.execute('RELEASE merge')
+            return False
+        if self.engine.embedding.usable:
+            store.put_vector(conn, action.target_id, vectors.get(action.target_id))
+        store.add_history(conn, action.target_id, 'merge', created_at=now,
+                          old_content=row['content'], new_content=action.merged_text,
+                          reason=action.reason or outcome.reason, actor=outcome.decider,
+                          details=outcome.to_dict())
+        return True
+
+    def _supersede(self, conn: Any, action: Any, new_id: int, outcome: Outcome,
+                   now: float) -> bool:
+        row = conn.execute("SELECT content FROM memories WHERE id = ? AND status = 'active'",
+                           (action.target_id,)).fetchone()
+        if row is None or action.target_id == new_id:
+            return False
+        store.set_status(conn, action.target_id, 'superseded', now=now, superseded_by=new_id)
+        store.add_history(conn, action.target_id, 'supersede', created_at=now,
+                          old_content=row['content'], new_content=outcome.candidate_text,
+                          reason=action.reason or outcome.reason, actor=outcome.decider,
+                          details=outcome.to_dict())
+        return True
+
+
+def _similar_records(conn: Any, similar: dict[int, float]) -> list[MemoryRecord]:
+    records = store.fetch_records(conn, sorted(similar))
+    for record in records.values():
+        record.rrf_score = similar[record.id]
+    return sorted(records.values(), key=lambda r: (-r.rrf_score, r.id))
+
+
+def _reinforce(conn: Any, memory_id: int, why: str, now: float) -> None:
+    conn.execute('UPDATE memories SET reinforce_count = reinforce_count + 1, last_seen = ? '
+                 'WHERE id = ?', (now, memory_id))
+    store.add_history(conn, memory_id, 'reinforce', created_at=now,
+                      reason=f'duplicate learn ({why})')
+
+
+def _first_active(conn: Any, ids: list[int]) -> int | None:
+    for memory_id in ids:
+        if conn.execute("SELECT 1 FROM memories WHERE id = ? AND status = 'active'",
+                        (memory_id,)).fetchone():
+            return memory_id
+    return None
+
+
+def _score_of(similar: list[MemoryRecord], memory_id: int) -> float:
+    return next((r.rrf_score for r in similar if r.id == memory_id), 0.0)

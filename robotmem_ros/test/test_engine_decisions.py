@@ -1,0 +1,96 @@
+"""The decision layer inside learn: supersede, merge, skip, history, belief at time T."""
+
+from engine_helpers import FakeClock, make_engine
+import pytest
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def engine(tmp_path, clock):
+    eng = make_engine(tmp_path, clock=clock)
+    yield eng
+    eng.close()
+
+
+def _row(engine, memory_id):
+    return engine.db.reader().execute('SELECT * FROM memories WHERE id = ?',
+                                      (memory_id,)).fetchone()
+
+
+def test_contradiction_supersedes_and_keeps_history(engine, clock):
+    old = engine.learn('grip force for ceramic cups is 12.5N').memory_id
+    clock.advance_days(1)
+    result = engine.learn('grip force for ceramic cups is 14N after the gripper pad change')
+    assert result.status == 'superseded_existing'
+    assert result.existing_id == old
+    assert result.auto_inferred['superseded_ids'] == [old]
+    assert result.auto_inferred['decision']['decider'] == 'rules'
+    row = _row(engine, old)
+    assert (row['status'], row['superseded_by'], row['valid_until']) == (
+        'superseded', result.memory_id, clock.now)
+    history = engine.db.reader().execute(
+        'SELECT event, actor, old_content FROM history WHERE memory_id = ? ORDER BY id',
+        (old,)).fetchall()
+    assert [tuple(h) for h in history][-1] == (
+        'supersede', 'rules', 'grip force for ceramic cups is 12.5N')
+    hits = engine.recall('grip force ceramic cups', n=10).memories
+    assert [m.id for m in hits] == [result.memory_id]
+
+
+def test_belief_at_time_t(engine, clock):
+    engine.learn('max speed in aisle 3 is 1.5 m/s')
+    before = clock.now + 3600
+    clock.advance_days(1)
+    engine.learn('max speed in aisle 3 is 0.8 m/s')
+    then = engine.recall('max speed aisle', context_filter={'as_of': before}).memories
+    now = engine.recall('max speed aisle').memories
+    assert [m.content for m in then] == ['max speed in aisle 3 is 1.5 m/s']
+    assert [m.content for m in now] == ['max speed in aisle 3 is 0.8 m/s']
+    both = engine.recall('max speed aisle', context_filter={'include_superseded': True})
+    assert both.total == 2
+
+
+def test_refinement_merges_into_existing(engine, clock):
+    old = engine.learn('payload: 5 kg').memory_id
+    clock.advance_days(1)
+    result = engine.learn('payload: 5 kg with the vacuum gripper mounted')
+    assert (result.status, result.memory_id) == ('merged', old)
+    assert _row(engine, old)['content'] != 'payload: 5 kg'
+    assert engine.db.reader().execute(
+        "SELECT COUNT(*) FROM history WHERE memory_id = ? AND event = 'merge'",
+        (old,)).fetchone()[0] == 1
+
+
+def test_scope_keeps_sim_and_real_apart(engine, clock):
+    engine.learn('grip force for ceramic cups is 12.5N', {'env': {'sim_or_real': 'sim'}})
+    clock.advance_days(1)
+    result = engine.learn('grip force for ceramic cups is 14N', {'env': {'sim_or_real': 'real'}})
+    assert result.status == 'created'
+
+
+def test_events_are_never_superseded(engine, clock):
+    engine.learn('dropped the cup at 10:00', {'category': 'event'})
+    clock.advance_days(1)
+    assert engine.learn('dropped the cup at 11:00', {'category': 'event'}).status == 'created'
+
+
+def test_decider_none_keeps_both(tmp_path):
+    engine = make_engine(tmp_path, decider='none')
+    engine.learn('grip force for ceramic cups is 12.5N')
+    assert engine.learn('grip force for ceramic cups is 14N').status == 'created'
+    engine.close()
+
+
+def test_decider_failure_creates(engine, monkeypatch):
+    engine.learn('conveyor speed is 0.3 m/s')
+
+    def explode(candidate, peers):
+        raise RuntimeError('boom')
+    monkeypatch.setattr(engine.learner.decider, 'propose', explode)
+    result = engine.learn('conveyor speed is 0.5 m/s')
+    assert result.status == 'created'
+    assert 'decider failed' in result.auto_inferred['decision']['reason']
