@@ -28,20 +28,17 @@ LIGHT_WORDS = frozenset("""
 a an the is are was were be been being am do does did of for to at by with from and as than
 that which it its this these those there now currently need needs require requires has have
 had located equals should must will shall can may also then
-"""
-.split()) | frozenset('的了是为和与及着')
+""".split()) | frozenset('的了是为和与及着')
 
 NEGATIONS = frozenset("""
 not no never cannot can't don't doesn't didn't isn't aren't wasn't weren't won't shouldn't
 mustn't without nor
-"""
-.split()) | frozenset('不没未无别勿非')
+""".split()) | frozenset('不没未无别勿非')
 
 # Tokens after which the rest of the fact is its value.
 COPULAS = frozenset("""
 is are was were equals need needs require requires has have
-"""
-.split()) | frozenset('是为')
+""".split()) | frozenset('是为')
 
 # Which relation a copula states: "X is 5" and "X: 5" say the same kind of thing, "X needs 5"
 # another.
