@@ -16,7 +16,7 @@ CALL_GUARD_S = 30.0  # hang guard for one call, never a speed assertion
 
 @contextlib.contextmanager
 def checker(db_path: pathlib.Path) -> Iterator[MemoryEngine]:
-    """A BM25-only engine on an existing store (safe next to a running node: WAL)."""
+    """Open a BM25-only engine on an existing store (safe next to a running node: WAL)."""
     engine = make_engine(db_path.parent, name=db_path.name)
     try:
         yield engine
@@ -25,7 +25,7 @@ def checker(db_path: pathlib.Path) -> Iterator[MemoryEngine]:
 
 
 def assert_consistent(db_path: pathlib.Path) -> dict:
-    """SQLite integrity ok, FTS/vectors/tags/history agree with memories, no duplicate facts."""
+    """Assert integrity ok, FTS/vectors/tags/history agree with memories, no duplicate facts."""
     with checker(db_path) as engine:
         report = engine.doctor(repair=False)
         duplicates = duplicate_active_facts(engine)
@@ -36,7 +36,7 @@ def assert_consistent(db_path: pathlib.Path) -> dict:
 
 
 def duplicate_active_facts(engine: MemoryEngine) -> list[tuple]:
-    """(collection, hash, count) of active facts stored more than once."""
+    """Return (collection, hash, count) of active facts stored more than once."""
     return [tuple(r) for r in engine.db.reader().execute(
         "SELECT collection, content_hash, COUNT(*) FROM memories WHERE status = 'active' "
         "AND type = 'fact' GROUP BY collection, content_hash HAVING COUNT(*) > 1")]
@@ -63,7 +63,8 @@ def fingerprint(engine: MemoryEngine) -> str:
 
 
 class Caller:
-    """Service calls from the shared test client that give up when ``stop`` is set.
+    """
+    Service calls from the shared test client that give up when ``stop`` is set.
 
     RosClient.call asserts on a missing response; a test that kills the node mid-call needs a
     call that simply returns None instead.

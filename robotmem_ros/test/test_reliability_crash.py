@@ -1,4 +1,5 @@
-"""Crash safety: kill -9 the node during learn calls and perception ingest, then restart it.
+"""
+Crash safety: kill -9 the node during learn calls and perception ingest, then restart it.
 
 Each round drives the node with Learn calls and a perception stream, kills it with SIGKILL at
 a random moment, restarts it on the same file and checks: SQLite integrity ok, FTS / vectors /

@@ -1,4 +1,5 @@
-"""Bad disks: unusable path, corrupt file, disk full — clear errors, data never overwritten.
+"""
+Bad disks: unusable path, corrupt file, disk full — clear errors, data never overwritten.
 
 Tests run as root here, and root ignores file permissions, so "unwritable" is produced with
 paths no user can create a file at: a database path whose parent is a regular file, or a path
@@ -102,7 +103,7 @@ def test_corrupt_db_engine_raises_typed_error(tmp_path):
 
 @pytest.fixture
 def full_disk(tmp_path):
-    """An engine holding 20 facts whose writer may not grow the file any further."""
+    """Yield an engine holding 20 facts whose writer may not grow the file any further."""
     engine = make_engine(tmp_path)
     for i in range(20):
         engine.learn(f'fact {i}: the blue box sits on shelf {i}')
