@@ -20,7 +20,7 @@ class RecordingWriter:
         if self.fail:
             raise OSError('disk full')
         self.batches.append([p.description for p in batch])
-        return list(range(len(batch)))
+        return [0 if p.description == 'invalid' else 1 + i for i, p in enumerate(batch)]
 
 
 def _item(i: int) -> PerceptionInput:
@@ -76,6 +76,16 @@ def test_failed_batch_is_counted_and_writer_survives():
     c = ingest.counters()
     assert (c.failed, c.written, c.batches) == (3, 1, 3)
     assert len(flushes) == 3
+
+
+def test_rejected_items_count_as_failed():
+    writer = RecordingWriter()
+    ingest = PerceptionIngest(writer, batch_size=10, flush_interval=60.0, max_buffer=100)
+    for description in ('ok', 'invalid', 'ok'):
+        ingest.offer(PerceptionInput(description=description))
+    assert ingest.flush() == 2
+    c = ingest.counters()
+    assert (c.written, c.failed, c.batches) == (2, 1, 1)
 
 
 def test_writer_thread_writes_full_batches_and_stop_writes_rest():

@@ -71,7 +71,7 @@ class PerceptionIngest:
     Bounded buffer + writer thread that turns a message stream into batched writes.
 
     ``write_batch`` is called with at most ``batch_size`` items and must write them in one
-    transaction (``MemoryEngine.save_perceptions``). ``on_flush`` runs after every batch
+    transaction (``MemoryEngine.save_perceptions``), returning one id per item (0 = rejected). ``on_flush`` runs after every batch
     (success or failure) so the owner can refresh its status.
     """
 
@@ -145,11 +145,11 @@ class PerceptionIngest:
                 self._batches += 1
             written = 0
         else:
+            written = sum(1 for memory_id in ids if memory_id)  # 0 = item rejected
             with self._cond:
-                self._written += len(ids)
-                self._failed += len(batch) - len(ids)
+                self._written += written
+                self._failed += len(batch) - written
                 self._batches += 1
-            written = len(ids)
         if self._on_flush is not None:
             self._on_flush()
         return written
