@@ -1,0 +1,152 @@
+"""
+Concurrency: several client PROCESSES hammer one node with mixed calls at the same moment.
+
+Each worker process (this file run as a script) learns facts every worker also learns (the
+dedup race), facts of its own, recalls, and saves perceptions (service and topic). Afterwards:
+no call failed, no active fact is stored twice, the node never logged "database is locked",
+every fact a worker was told was created is stored, and the store passes ``doctor``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from reliability_helpers import assert_consistent, checker
+
+SHARED_FACTS = [f'shared fact {i}: the {a} is kept next to the {b}' for i, (a, b) in enumerate(
+    [('wrench', 'drill'), ('red cup', 'sink'), ('charger', 'door'), ('ladder', 'window'),
+     ('gloves', 'helmet'), ('tape', 'scissors'), ('mop', 'bucket'), ('lamp', 'desk')])]
+WORDS = ('gripper shelf table drawer bottle sponge tray bolt cable camera lidar wheel crate '
+         'pallet bin hook lever valve pump filter screen panel button switch fork plate bowl '
+         'towel rope hammer saw brush broom fan heater sensor').split()
+WORKER_GUARD_S = 900.0  # hang guard for a whole worker, never a speed assertion
+
+
+def worker(prefix: str, worker_id: int, calls: int, seed: int) -> dict[str, Any]:
+    """Run ``calls`` mixed calls against the node at ``prefix``; return what happened."""
+    import rclpy
+    from robotmem_msgs.msg import PerceptionData
+    from robotmem_msgs.srv import Learn, Recall, SavePerception
+
+    rng = random.Random(seed)
+    rclpy.init()
+    node = rclpy.create_node(f'robotmem_load_{worker_id}_{os.getpid()}')
+    clients = {srv: node.create_client(srv, f'{prefix}/{name}') for srv, name in
+               ((Learn, 'learn'), (Recall, 'recall'), (SavePerception, 'save_perception'))}
+    publisher = node.create_publisher(PerceptionData, f'{prefix.rsplit("/", 1)[0]}/perception',
+                                      100)
+    for client in clients.values():
+        assert client.wait_for_service(timeout_sec=60.0)
+    print('ready', flush=True)
+    sys.stdin.readline()  # the parent says go once every worker is ready
+
+    def call(srv: Any, **fields: Any) -> Any:
+        future = clients[srv].call_async(srv.Request(**fields))
+        rclpy.spin_until_future_complete(node, future, timeout_sec=60.0)
+        return future.result()
+
+    failures: list[str] = []
+    created: dict[int, str] = {}
+    counts = {'learn_shared': 0, 'learn_own': 0, 'recall': 0, 'perception': 0}
+    for i in range(calls):
+        kind = rng.choices(list(counts), weights=(3, 3, 2, 2))[0]
+        counts[kind] += 1
+        if kind == 'recall':
+            res = call(Recall, query=rng.choice(SHARED_FACTS + WORDS), n=rng.randint(1, 20))
+            ok, error = res is not None and not res.error, res and res.error
+        elif kind == 'perception':
+            text = f'worker {worker_id} sees ' + ' '.join(rng.sample(WORDS, 4)) + f' #{i}'
+            res = call(SavePerception, description=text, perception_type='visual',
+                       data=json.dumps({'i': i, 'worker': worker_id}))
+            publisher.publish(PerceptionData(seq=i, description=text + ' (topic)'))
+            ok, error = res is not None and res.success, res and res.error
+        else:
+            insight = (rng.choice(SHARED_FACTS) if kind == 'learn_shared' else
+                       f'worker {worker_id} fact {i}: the ' + ' '.join(rng.sample(WORDS, 6)))
+            res = call(Learn, insight=insight)
+            ok, error = res is not None and res.success, res and res.error
+            if ok and res.status == 'created':
+                created[res.memory_id] = insight
+        if not ok:
+            failures.append(f'{kind}: {error or "no response"}')
+    node.destroy_node()
+    rclpy.shutdown()
+    return {'failures': failures, 'created': created, 'counts': counts}
+
+
+def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int) -> dict[str, Any]:
+    """Start one node and ``workers`` client processes; check the store afterwards."""
+    node = start_node(embed_backend='onnx')
+    env = dict(os.environ)
+    here = pathlib.Path(__file__).resolve().parent
+    env['PYTHONPATH'] = os.pathsep.join([str(here.parent), str(here), env.get('PYTHONPATH', '')])
+    seed = random.randrange(1 << 30)
+    procs = [subprocess.Popen([sys.executable, __file__, node.prefix, str(w), str(calls),
+                               str(seed + w)], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for w in range(workers)]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline().strip() == 'ready', proc.stderr.read()
+        for proc in procs:
+            proc.stdin.write('go\n')
+            proc.stdin.flush()
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=WORKER_GUARD_S)
+            assert proc.returncode == 0, err
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    status = node.status(lambda s: s.perception_received == s.perception_written
+                         + s.perception_failed + s.perception_dropped
+                         and s.perception_received > 0)
+    assert node.stop() == 0
+    failures = [f for r in results for f in r['failures']]
+    assert failures == []
+    assert status.perception_failed == 0 and status.perception_dropped == 0
+    log = node.log_path.read_text(errors='replace')
+    assert 'locked' not in log.lower(), log
+    assert_consistent(node.db_path)
+    with checker(node.db_path) as engine:
+        conn = engine.db.reader()
+        for result in results:
+            for memory_id, insight in result['created'].items():
+                row = conn.execute('SELECT content FROM memories WHERE id = ?',
+                                   (int(memory_id),)).fetchone()
+                assert row is not None and row[0] == insight
+        shared = conn.execute("SELECT COUNT(*) FROM memories WHERE status = 'active' "
+                              "AND content LIKE 'shared fact %'").fetchone()[0]
+        perceptions = conn.execute("SELECT COUNT(*) FROM memories "
+                                   "WHERE type = 'perception'").fetchone()[0]
+    assert 1 <= shared <= len(SHARED_FACTS)
+    summary = {'workers': workers, 'calls_each': calls, 'failed_calls': len(failures),
+               'shared_fact_rows': shared, 'perception_rows': perceptions,
+               'topic_written': status.perception_written}
+    print('\nconcurrency:', summary)
+    return summary
+
+
+def test_four_processes_mixed_calls(start_node, tmp_path):
+    """Run 4 x 50 mixed calls (the fast version of the soak below)."""
+    run_load(start_node, tmp_path, workers=4, calls=50)
+
+
+@pytest.mark.slow
+def test_eight_processes_soak(start_node, tmp_path):
+    """Run 8 x 500 mixed calls, as the issue asks."""
+    run_load(start_node, tmp_path, workers=8, calls=500)
+
+
+if __name__ == '__main__':
+    outcome = worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    print(json.dumps(outcome), flush=True)
