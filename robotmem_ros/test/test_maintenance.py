@@ -1,0 +1,372 @@
+"""Engine maintenance on real SQLite files: dedup cleanup, doctor, reindex, stats, transfer."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+import sqlite_vec
+
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine import MemoryEngine, store
+from robotmem_ros.engine.doctor import check_file
+from robotmem_ros.engine.maintenance import MAX_CLEANUP_OPS
+from robotmem_ros.engine.types import PerceptionInput
+from robotmem_ros.errors import (CorruptDatabaseError, NotFoundError, StorageError,
+                                 ValidationError)
+
+try:
+    import pysqlite3.dbapi2 as sqlite3
+except ImportError:  # pragma: no cover
+    import sqlite3  # type: ignore[no-redef]
+
+MINILM = 'minilm-l6-int8'
+USE = 'use-multilingual-int8'
+
+
+def open_engine(path: pathlib.Path, backend: str = 'none', model: str = MINILM,
+                **kwargs: Any) -> MemoryEngine:
+    return MemoryEngine.open(MemoryConfig(db_path=str(path), embed_backend=backend,
+                                          embed_model=model), **kwargs)
+
+
+def raw(path: pathlib.Path) -> Any:
+    """A plain connection, as a buggy tool or an old robotmem would have (no FKs enforced)."""
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    return conn
+
+
+def make_old_duplicate(conn: Any, memory_id: int, *, confidence: float, created_at: float,
+                       text: str | None = None) -> int:
+    """Copy an active fact the way a DB written before the unique index could hold it."""
+    conn.execute('DROP INDEX IF EXISTS uq_memories_active_fact')
+    cur = conn.execute(
+        'INSERT INTO memories(type, content, content_hash, collection, session_id, category, '
+        'perception_type, kind, confidence, context_json, status, created_at, valid_from) '
+        'SELECT type, COALESCE(?, content), content_hash, collection, session_id, category, '
+        "perception_type, kind, ?, context_json, 'active', ?, ? FROM memories WHERE id = ?",
+        (text, confidence, created_at, created_at, memory_id))
+    new_id = cur.lastrowid
+    body = conn.execute('SELECT body FROM memories_fts WHERE rowid = ?',
+                        (memory_id,)).fetchone()[0]
+    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)', (new_id, body))
+    return new_id
+
+
+# --- exact duplicate cleanup -----------------------------------------------------------------
+
+def test_cleanup_previews_then_keeps_highest_confidence_then_newest(tmp_path):
+    db = tmp_path / 'm.db'
+    engine = open_engine(db)
+    a = engine.learn('the blue bin is next to the door').memory_id
+    b = engine.learn('the torque limit of joint 3 is 40Nm').memory_id
+    engine.close()
+    conn = raw(db)
+    # "The  BLUE bin..." normalizes to the same text: found although its stored hash differs.
+    a_strong = make_old_duplicate(conn, a, confidence=0.99, created_at=1.0,
+                                  text='The  BLUE bin is next to the door')
+    conn.execute("UPDATE memories SET content_hash = 'legacy' WHERE id = ?", (a_strong,))
+    b_old = make_old_duplicate(conn, b, confidence=0.9, created_at=1.0)
+    b_new = make_old_duplicate(conn, b, confidence=0.9, created_at=2e9)
+    conn.execute('UPDATE memories SET confidence = 0.9 WHERE id = ?', (b,))
+    conn.close()
+
+    engine = open_engine(db)
+    preview = engine.cleanup_exact_duplicates(dry_run=True)
+    assert {(op['old_id'], op['keep_id']) for op in preview} == {
+        (a, a_strong), (b, b_new), (b_old, b_new)}
+    assert all(op['preview'] for op in preview)
+    assert engine.recall('*', n=10).total == 5  # the preview changed nothing
+
+    applied = engine.cleanup_exact_duplicates(dry_run=False)
+    assert applied == preview
+    recalled = {r.id for r in engine.recall('*', n=10).memories}
+    assert recalled == {a_strong, b_new}
+    record = store.fetch_records(engine.db.reader(), [b_old])[b_old]
+    assert (record.status, record.superseded_by) == ('superseded', b_new)
+    trail = engine.history(b_old)
+    assert trail[-1]['event'] == 'supersede' and trail[-1]['details'] == {'kept': b_new}
+    assert engine.cleanup_exact_duplicates(dry_run=False) == []
+    engine.close()
+
+
+def test_cleanup_is_capped_per_call_and_doctor_restores_the_unique_index(tmp_path):
+    db = tmp_path / 'm.db'
+    engine = open_engine(db)
+    keep = engine.learn('shelf B holds the spare grippers', collection='lab').memory_id
+    engine.close()
+    conn = raw(db)
+    for i in range(MAX_CLEANUP_OPS + 5):
+        make_old_duplicate(conn, keep, confidence=0.1, created_at=float(i))
+    conn.close()
+
+    engine = open_engine(db)
+    assert engine.doctor()['warnings']['duplicate_fact_groups'] == 1
+    assert engine.doctor()['problems']['unique_index_missing'] == 1
+    assert engine.cleanup_exact_duplicates('default', dry_run=True) == []
+    assert len(engine.cleanup_exact_duplicates('lab', dry_run=False)) == MAX_CLEANUP_OPS
+    repaired = engine.doctor(repair=True)
+    assert 'unique_index_missing' not in repaired['repaired']
+    assert any('dedup' in note for note in repaired['notes'])
+    assert len(engine.cleanup_exact_duplicates('lab', dry_run=False)) == 5
+    assert engine.doctor(repair=True)['repaired'] == {'unique_index_missing': 1}
+    assert engine.doctor()['ok']
+    assert engine.learn('shelf B holds the spare grippers', collection='lab').memory_id == keep
+    engine.close()
+
+
+# --- doctor ----------------------------------------------------------------------------------
+
+def test_doctor_detects_and_repairs_without_an_embedder(tmp_path):
+    db = tmp_path / 'm.db'
+    engine = open_engine(db, backend='onnx')
+    session = engine.start_session().session_id
+    ids = [engine.learn(text, session_id=session).memory_id for text in (
+        'the red cup is on the left shelf', 'the gripper must close at 12.5N for cups',
+        'the lab door sticks in the morning', 'forklift zone is off limits after 6pm')]
+    engine.forget(ids[3], reason='obsolete')
+    engine.close()
+    conn = raw(db)
+    vectors_before = conn.execute('SELECT COUNT(*) FROM memories_vec').fetchone()[0]
+    conn.execute("UPDATE memories_fts SET body = 'garbage' WHERE rowid = ?", (ids[0],))
+    conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (ids[1],))
+    conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, 'forgotten words')",
+                 (ids[3],))
+    conn.execute('INSERT INTO memories_vec(memory_id, collection, embedding, status, category, '
+                 "kind, session_id) SELECT 9999, collection, embedding, 'active', category, "
+                 'kind, session_id FROM memories_vec WHERE memory_id = ?', (ids[0],))
+    conn.execute('DELETE FROM memories_vec WHERE memory_id = ?', (ids[2],))
+    conn.execute("INSERT INTO tags(memory_id, tag) VALUES (8888, 'orphan')")
+    conn.execute("UPDATE memories SET session_id = 'lost-session' WHERE id = ?", (ids[1],))
+    conn.close()
+
+    engine = open_engine(db)  # no embedder: the checks still cover the vector table
+    report = engine.doctor()
+    assert report['integrity'] == ['ok'] and report['vector_checks']
+    assert {k: v for k, v in report['problems'].items() if v} == {
+        'fts_stale': 1, 'fts_missing': 1, 'fts_stray': 1, 'vector_stray': 1,
+        'vector_missing': 1, 'vector_metadata': 1, 'orphan_tags': 1, 'missing_sessions': 1}
+    assert not report['ok'] and report['repaired'] == {}
+    repaired = engine.doctor(repair=True)
+    assert repaired['ok'] and repaired['repaired']['vector_stray'] == 1
+    assert not any(engine.doctor()['problems'].values())
+    assert engine.recall('red cup').memories[0].id == ids[0]  # FTS row rebuilt
+    assert engine.recall('12.5N').memories[0].id == ids[1]
+    assert engine.recall('forgotten words').total == 0
+    assert engine.episode('lost-session')['memories'][0]['id'] == ids[1]
+    assert engine.doctor()['warnings']['pending_embeddings'] == 2
+    engine.close()
+    conn = raw(db)
+    # ids[2]'s vector was deleted, the stray and ids[1]'s stale row dropped: only ids[0] left.
+    assert conn.execute('SELECT COUNT(*) FROM memories_vec').fetchone()[0] == vectors_before - 2
+    conn.close()
+    engine = open_engine(db, backend='onnx')
+    assert engine.embed_pending() == 2
+    assert engine.doctor()['ok'] and engine.doctor()['warnings']['pending_embeddings'] == 0
+    engine.close()
+
+
+def test_an_engine_without_embedder_leaves_vectors_alone(tmp_path):
+    db = tmp_path / 'm.db'
+    engine = open_engine(db, backend='onnx')
+    engine.learn('the charging dock is behind the blue bin')
+    engine.close()
+    engine = open_engine(db)
+    engine.learn('the second arm is offline this week')
+    engine.stats()
+    engine.doctor(repair=True)
+    engine.close()
+    engine = open_engine(db, backend='onnx')
+    assert not engine.embedding.reindex_needed
+    assert engine.embed_pending() == 1
+    assert engine.recall('charging dock').mode == 'hybrid'
+    assert engine.doctor()['ok']
+    engine.close()
+
+
+def test_corrupt_file_gives_a_clear_error_and_is_never_written(tmp_path):
+    db = tmp_path / 'm.db'
+    garbage = b'this is not an sqlite file at all' * 200
+    db.write_bytes(garbage)
+    with pytest.raises(CorruptDatabaseError, match='not modified'):
+        check_file(db)
+    with pytest.raises(StorageError):
+        open_engine(db)
+    assert db.read_bytes() == garbage
+    with pytest.raises(NotFoundError):
+        check_file(tmp_path / 'missing.db')
+
+
+# --- reindex ---------------------------------------------------------------------------------
+
+def test_reindex_switches_model_and_resumes_after_an_interruption(tmp_path):
+    db = tmp_path / 'm.db'
+    engine = open_engine(db, backend='onnx')
+    for i in range(7):
+        engine.learn(f'shelf {i} holds box number {i * 11}')
+    engine.save_perception(PerceptionInput('camera sees a green box', 'vision'))
+    engine.close()
+
+    engine = open_engine(db, backend='onnx', model=USE)
+    assert engine.embedding.reindex_needed
+
+    def stop_after_first_batch(done: int, total: int) -> None:
+        assert total == 8
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        engine.reindex(batch_size=3, progress=stop_after_first_batch)
+    engine.close()
+    conn = raw(db)
+    meta = dict(conn.execute('SELECT key, value FROM meta'))
+    assert meta['reindex_in_progress'] == USE and meta['embed_dim'] == '512'
+    assert conn.execute("SELECT COUNT(*) FROM memories WHERE embedded = 0").fetchone()[0] == 5
+    conn.close()
+
+    engine = open_engine(db, backend='onnx', model=USE)
+    seen: list[tuple[int, int]] = []
+    result = engine.reindex(batch_size=3, progress=lambda d, t: seen.append((d, t)))
+    assert result['resumed'] and not result['recreated_table']
+    assert result['processed'] == 5 and seen[-1] == (5, 5)
+    assert not engine.embedding.reindex_needed
+    assert engine.recall('which shelf holds box 33').mode == 'hybrid'
+    assert engine.doctor()['ok']
+    assert engine.stats()['model_id'] == USE and not engine.stats()['reindex_in_progress']
+    engine.close()
+    assert not open_engine(db, backend='onnx', model=USE).embedding.reindex_needed
+
+
+def test_reindex_needs_a_model(tmp_path):
+    engine = open_engine(tmp_path / 'm.db')
+    with pytest.raises(Exception, match='needs an embedding model'):
+        engine.reindex()
+    with pytest.raises(ValidationError):
+        engine.reindex(batch_size=0)
+    engine.close()
+
+
+# --- stats, history --------------------------------------------------------------------------
+
+def test_stats_and_history(tmp_path):
+    engine = open_engine(tmp_path / 'm.db')
+    session = engine.start_session(collection='kitchen').session_id
+    fact = engine.learn('never put metal in the microwave', collection='kitchen',
+                        session_id=session).memory_id
+    engine.save_perceptions([PerceptionInput(f'frame {i}', 'vision', session_id=session,
+                                             collection='kitchen') for i in range(3)])
+    engine.update(fact, 'never put metal or foil in the microwave')
+    stats = engine.stats()
+    assert stats['memories_total'] == 4 and stats['by_collection'] == {'kitchen': 4}
+    assert stats['by_type'] == {'perception': 3, 'fact': 1}
+    assert stats['sessions'] == {'total': 1, 'ended': 0, 'open': 1}
+    assert sum(b['count'] for b in stats['confidence_histogram']) == 4
+    assert stats['oldest'] <= stats['newest']
+    assert [e['event'] for e in engine.history(fact)] == ['create', 'update']
+    assert engine.history(fact)[1]['old_content'] == 'never put metal in the microwave'
+    with pytest.raises(NotFoundError):
+        engine.history(12345)
+    with pytest.raises(ValidationError):
+        engine.history(0)
+    with pytest.raises(NotFoundError):
+        engine.episode('no-such-session')
+    engine.close()
+
+
+# --- export / import -------------------------------------------------------------------------
+
+FIELDS = ('type', 'content', 'collection', 'session_id', 'category', 'perception_type', 'kind',
+          'confidence', 'status', 'created_at', 'last_accessed', 'last_seen', 'decay_ref',
+          'valid_from', 'valid_until', 'access_count', 'reinforce_count', 'context_json')
+
+
+def snapshot(path: pathlib.Path) -> tuple[list[tuple], list[tuple], dict[str, list[str]]]:
+    """Every exported field of every memory (ids replaced by content), sessions, tags."""
+    conn = raw(path)
+    conn.row_factory = sqlite3.Row
+    rows = conn.execute('SELECT * FROM memories ORDER BY created_at, content').fetchall()
+    text = {r['id']: r['content'] for r in rows}
+    memories = [tuple(r[f] for f in FIELDS) + (text.get(r['superseded_by']),) for r in rows]
+    sessions = [tuple(r) for r in conn.execute(
+        'SELECT id, collection, context_json, started_at, ended_at, outcome_score, '
+        'summary_json FROM sessions ORDER BY id')]
+    tags: dict[str, list[str]] = {}
+    for mid, tag in conn.execute('SELECT memory_id, tag FROM tags ORDER BY tag'):
+        tags.setdefault(text[mid], []).append(tag)
+    conn.close()
+    return memories, sessions, tags
+
+
+def build_store(path: pathlib.Path) -> MemoryEngine:
+    engine = open_engine(path)
+    session = engine.start_session(context={'task': 'pick'}, collection='arm').session_id
+    engine.learn('the gripper must close at 12.5N for cups', collection='arm',
+                 context={'spatial': {'object_position': [0.1, 0.2, 0.0]}}, session_id=session)
+    engine.learn('red cup slipped when grasped from the side', collection='arm',
+                 context={'task': {'success': False}}, session_id=session)
+    engine.learn('the gripper must close at 12.5N for cups', collection='arm')  # reinforce
+    engine.save_perceptions([PerceptionInput(f'wrist camera frame {i}', 'vision',
+                                             data=json.dumps({'i': i}), session_id=session,
+                                             collection='arm', created_at=1e9 + i)
+                             for i in range(4)])
+    engine.recall('gripper cups', collection='arm')  # access counts
+    old = engine.learn('bin 4 is empty', collection='arm').memory_id
+    engine.update(old, 'bin 4 holds screws')
+    gone = engine.learn('temporary note', collection='arm').memory_id
+    engine.forget(gone)
+    engine.end_session(session, outcome_score=0.75)
+    engine.learn('a fact in another collection')
+    engine.close()
+    conn = raw(path)  # a superseded fact with its keeper, as consolidation leaves them
+    conn.execute("UPDATE memories SET status = 'superseded', superseded_by = 1, "
+                 'valid_until = created_at + 5 WHERE id = 2')
+    conn.close()
+    return engine
+
+
+def test_export_import_round_trip_is_exact_and_idempotent(tmp_path):
+    src, dst, out = tmp_path / 'a.db', tmp_path / 'b.db', tmp_path / 'x.jsonl'
+    build_store(src)
+    engine = open_engine(src)
+    calls: list[tuple[int, int]] = []
+    counts = engine.export_jsonl(str(out), progress=lambda d, t: calls.append((d, t)))
+    engine.close()
+    assert counts == {'sessions': 1, 'memories': 8} and calls[-1] == (8, 8)
+    assert not out.with_name(out.name + '.partial').exists()
+
+    engine = open_engine(dst)
+    report = engine.import_jsonl(str(out))
+    assert report['imported'] == 8 and report['skipped'] == [] and report['sessions'] == 1
+    again = engine.import_jsonl(str(out))
+    assert again['imported'] == 0 and len(again['skipped']) == 8
+    assert engine.doctor()['ok']
+    engine.close()
+    source, target = snapshot(src), snapshot(dst)
+    forgotten = [m for m in source[0] if m[8] == 'forgotten']
+    assert len(forgotten) == 1
+    assert target[0] == [m for m in source[0] if m[8] != 'forgotten']
+    assert target[1] == source[1]
+    assert target[2] == {k: v for k, v in source[2].items() if k != 'temporary note'}
+
+
+def test_import_validates_the_whole_file_first(tmp_path):
+    src, out = tmp_path / 'a.db', tmp_path / 'x.jsonl'
+    build_store(src)
+    engine = open_engine(src)
+    engine.export_jsonl(str(out), collection='arm')
+    engine.close()
+    lines = out.read_text().splitlines()
+    broken = json.loads(lines[-1])
+    broken['confidence'] = 'high'
+    out.write_text('\n'.join(lines[:-1] + [json.dumps(broken)]) + '\n')
+    engine = open_engine(tmp_path / 'b.db')
+    with pytest.raises(ValidationError, match=f':{len(lines)}: confidence'):
+        engine.import_jsonl(str(out))
+    assert engine.stats()['memories_total'] == 0
+    out.write_text('{"hello": 1}\n')
+    with pytest.raises(ValidationError, match='not a robotmem export'):
+        engine.import_jsonl(str(out))
+    engine.close()
