@@ -136,7 +136,8 @@ class NodeProcess:
         return self.client.call(srv_type, f'{self.prefix}/{service}', **fields)
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors='replace')
 
     def stop(self, sig: int = signal.SIGINT, timeout: float = READY_TIMEOUT_S) -> int:

@@ -1,0 +1,104 @@
+"""
+Launch file, params.yaml and entry point agree with the parameter table.
+
+launch_ros is not installable from wheels, so the launch file is read with ``ast``; where
+launch_ros is present the description is also generated for real.
+"""
+
+import ast
+import dataclasses
+import pathlib
+
+import pytest
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.node.params_file import node_parameters
+
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
+LAUNCH_FILE = PACKAGE_DIR / 'launch' / 'robotmem.launch.py'
+PARAMS_FILE = PACKAGE_DIR / 'config' / 'params.yaml'
+DEFAULTS = {name: value for name, _, value in MemoryConfig().items()}
+
+
+def launch_tree():
+    return ast.parse(LAUNCH_FILE.read_text(), str(LAUNCH_FILE))
+
+
+def launch_arguments():
+    """Map each DeclareLaunchArgument name to its default_value."""
+    found = {}
+    for call in ast.walk(launch_tree()):
+        if isinstance(call, ast.Call) and getattr(call.func, 'id', '') == 'DeclareLaunchArgument':
+            default = next(k.value for k in call.keywords if k.arg == 'default_value')
+            found[call.args[0].value] = (default.value if isinstance(default, ast.Constant)
+                                         else None)
+    return found
+
+
+def parameter_arguments():
+    for node in launch_tree().body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == 'PARAMETER_ARGUMENTS':
+            return ast.literal_eval(node.value)
+    raise AssertionError('PARAMETER_ARGUMENTS not found')
+
+
+def test_launch_arguments_are_the_documented_set():
+    assert set(launch_arguments()) == {'namespace', 'params_file', 'db_path', 'collection',
+                                       'embed_device', 'respawn'}
+
+
+def test_parameter_arguments_map_to_parameters_and_defer_by_default():
+    args = launch_arguments()
+    for name in parameter_arguments():
+        assert name in DEFAULTS, name
+        assert args[name] in ('', DEFAULTS[name]), name  # '' = keep params_file's value
+    assert set(args) - set(parameter_arguments()) == {'namespace', 'params_file', 'respawn'}
+    assert args['respawn'] == 'false'
+
+
+def test_params_yaml_lists_every_parameter_with_its_default():
+    params = node_parameters(str(PARAMS_FILE))
+    assert params == DEFAULTS
+    for name, value in params.items():
+        assert type(value) is type(DEFAULTS[name]), name  # 1 vs 1.0 matters to rclpy
+    MemoryConfig.from_mapping(params)
+
+
+def test_params_file_section_applies_under_namespaces(tmp_path):
+    path = tmp_path / 'p.yaml'
+    path.write_text('/**:\n  ros__parameters: {collection: shared, rrf_k: 10}\n'
+                    '/ur5e/robotmem:\n  ros__parameters: {collection: arm}\n'
+                    'other_node:\n  ros__parameters: {rrf_k: 99}\n')
+    assert node_parameters(str(path)) == {'collection': 'arm', 'rrf_k': 10}
+
+
+def test_console_script_points_at_node_main():
+    tree = ast.parse((PACKAGE_DIR / 'setup.py').read_text())
+    scripts = next(ast.literal_eval(k.value)['console_scripts'] for k in ast.walk(tree)
+                   if isinstance(k, ast.keyword) and k.arg == 'entry_points')
+    assert 'robotmem_node = robotmem_ros.node.memory_node:main' in scripts
+    from robotmem_ros.node.memory_node import main
+    assert callable(main)
+
+
+def test_installed_share_has_launch_and_config():
+    share = PACKAGE_DIR.parent / 'install' / 'robotmem_ros' / 'share' / 'robotmem_ros'
+    if not share.is_dir():
+        pytest.skip('package not built (make build)')
+    assert (share / 'launch' / LAUNCH_FILE.name).read_text() == LAUNCH_FILE.read_text()
+    assert (share / 'config' / 'params.yaml').read_text() == PARAMS_FILE.read_text()
+
+
+def test_generate_launch_description_where_launch_ros_exists():
+    pytest.importorskip('launch_ros')
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('robotmem_launch', LAUNCH_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    declared = {a.name for a in description.get_launch_arguments()}
+    assert declared == set(launch_arguments())
+
+
+def test_config_fields_have_specs():
+    for f in dataclasses.fields(MemoryConfig):
+        assert f.metadata['spec'].description, f.name
