@@ -1,4 +1,5 @@
-"""Embedder speed: single-sentence latency, batch throughput, load time and memory.
+"""
+Embedder speed: single-sentence latency, batch throughput, load time and memory.
 
 Each (model, threads) case runs in a fresh subprocess so load time and RSS are not flattered by
 an earlier case. Prints a table and writes bench/results/embedder.json.
@@ -91,7 +92,7 @@ def run_case(model: str, threads: int, n_single: int, n_batch: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument('--models', nargs='*', default=BUNDLED)
     parser.add_argument('--model-dir', nargs='*', default=[], help='extra model_dir cases')
     parser.add_argument('--threads', nargs='*', type=int, default=[1, 2])

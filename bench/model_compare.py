@@ -1,4 +1,5 @@
-"""Embedding model quality on labelled public data: pair AUC, dedup threshold, retrieval.
+"""
+Embedding model quality on labelled public data: pair AUC, dedup threshold, retrieval.
 
 For each model: cosine ROC-AUC on the test splits (MRPC, STS-B en with score >= 4 as duplicate
 and <= 2 as not, LCQMC / BQ / ATEC / PAWS-X zh); the lowest cosine whose precision is >= 0.95 on
@@ -175,7 +176,7 @@ def print_table(results: list[dict]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument('--eval', default=str(ROOT / '../shared/eval'),
                         help='labelled eval data directory (read-only)')
     parser.add_argument('--limit', type=int, default=1000,

@@ -1,4 +1,5 @@
-"""On-device sentence embeddings with onnxruntime (no torch, no network).
+"""
+On-device sentence embeddings with onnxruntime (no torch, no network).
 
 ``load_embedder(config)`` returns an :class:`Embedder` for the configured bundled model or
 ``model_dir``, or None when embeddings are switched off.

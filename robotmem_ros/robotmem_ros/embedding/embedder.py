@@ -1,4 +1,5 @@
-"""Sentence embedders over an onnxruntime session.
+"""
+Sentence embedders over an onnxruntime session.
 
 Two graph shapes exist in the wild: graphs that take token ids (the tokenizer runs here, the
 vectors are mean-pooled over the attention mask unless the graph pools itself) and graphs that

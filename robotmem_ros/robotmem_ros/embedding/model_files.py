@@ -1,4 +1,5 @@
-"""Find bundled model files on disk and read them only if their SHA-256 matches.
+"""
+Find bundled model files on disk and read them only if their SHA-256 matches.
 
 Files are located through the installed distributions' metadata, never by importing the
 packages, and nothing is ever fetched from the network.

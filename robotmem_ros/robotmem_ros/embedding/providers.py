@@ -1,4 +1,5 @@
-"""Map ``embed_device`` to onnxruntime execution providers, falling back to CPU.
+"""
+Map ``embed_device`` to onnxruntime execution providers, falling back to CPU.
 
 A robot image may ship a CPU-only onnxruntime, or a GPU build on a machine without the driver;
 memory must still work there, so an unavailable provider degrades to CPU with exactly one

@@ -1,4 +1,5 @@
-"""Bundled embedding models and the SHA-256 of every file they are made of.
+"""
+Bundled embedding models and the SHA-256 of every file they are made of.
 
 The models ship as registry packages installed with ``pip --no-deps``; their Python code is never
 imported (it drags in training stacks). Pinning the hashes here means a package upgrade or a

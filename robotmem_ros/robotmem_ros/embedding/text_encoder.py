@@ -1,4 +1,5 @@
-"""Turn texts into padded id/mask arrays with a HuggingFace ``tokenizer.json``.
+"""
+Turn texts into padded id/mask arrays with a HuggingFace ``tokenizer.json``.
 
 Uses the ``tokenizers`` library only (no transformers/torch). Padding is done here, per batch,
 to the longest text in it: the fixed 128-token padding many exported tokenizer.json files carry
