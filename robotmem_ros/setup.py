@@ -25,6 +25,7 @@ setup(
         'console_scripts': [
             'robotmem_node = robotmem_ros.node.memory_node:main',
             'robotmem = robotmem_ros.cli.main:main',
+            'robotmem_replay = robotmem_ros.replay:main',
         ],
     },
 )
