@@ -126,7 +126,7 @@ def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int) -> di
                 assert row is not None and row[0] == insight
         shared = conn.execute("SELECT COUNT(*) FROM memories WHERE status = 'active' "
                               "AND content LIKE 'shared fact %'").fetchone()[0]
-        perceptions = conn.execute("SELECT COUNT(*) FROM memories "
+        perceptions = conn.execute('SELECT COUNT(*) FROM memories '
                                    "WHERE type = 'perception'").fetchone()[0]
     assert 1 <= shared <= len(SHARED_FACTS)
     summary = {'workers': workers, 'calls_each': calls, 'failed_calls': len(failures),
