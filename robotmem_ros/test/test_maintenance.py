@@ -7,8 +7,6 @@ import pathlib
 from typing import Any
 
 import pytest
-import sqlite_vec
-
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import MemoryEngine, store
 from robotmem_ros.engine.doctor import check_file
@@ -16,6 +14,7 @@ from robotmem_ros.engine.maintenance import MAX_CLEANUP_OPS
 from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import (CorruptDatabaseError, NotFoundError, StorageError,
                                  ValidationError)
+import sqlite_vec
 
 try:
     import pysqlite3.dbapi2 as sqlite3
@@ -33,7 +32,7 @@ def open_engine(path: pathlib.Path, backend: str = 'none', model: str = MINILM,
 
 
 def raw(path: pathlib.Path) -> Any:
-    """A plain connection, as a buggy tool or an old robotmem would have (no FKs enforced)."""
+    """Open a plain connection, as a buggy tool or an old robotmem would (FKs not enforced)."""
     conn = sqlite3.connect(str(path), isolation_level=None)
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
@@ -224,7 +223,7 @@ def test_reindex_switches_model_and_resumes_after_an_interruption(tmp_path):
     conn = raw(db)
     meta = dict(conn.execute('SELECT key, value FROM meta'))
     assert meta['reindex_in_progress'] == USE and meta['embed_dim'] == '512'
-    assert conn.execute("SELECT COUNT(*) FROM memories WHERE embedded = 0").fetchone()[0] == 5
+    assert conn.execute('SELECT COUNT(*) FROM memories WHERE embedded = 0').fetchone()[0] == 5
     conn.close()
 
     engine = open_engine(db, backend='onnx', model=USE)
