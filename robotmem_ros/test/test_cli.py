@@ -42,7 +42,7 @@ def one_line_error(proc: subprocess.CompletedProcess, text: str) -> None:
 
 @pytest.fixture(scope='module')
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A store with an ended episode (perceptions + facts with positions), MiniLM vectors."""
+    """Build a store with an ended episode (perceptions, facts with positions), MiniLM vectors."""
     db = tmp_path_factory.mktemp('cli') / 'memory.db'
     engine = MemoryEngine.open(MemoryConfig(db_path=str(db)))
     session = engine.start_session(context={'task': 'pick_place'}).session_id
@@ -63,7 +63,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture
 def db(built: dict[str, Any], tmp_path: pathlib.Path) -> pathlib.Path:
-    """A private copy of the built store for tests that write."""
+    """Copy the built store for a test that writes."""
     copy = tmp_path / 'memory.db'
     shutil.copy(built['db'], copy)
     return copy
@@ -136,9 +136,9 @@ def test_dedup_preview_then_apply(built, db):
     old = make_old_duplicate(conn, keep, confidence=0.2, created_at=1.0)
     conn.close()
     preview = cli_json(db, 'dedup', '--dry-run')
-    assert preview == {'dry_run': True, 'operations': [
-        {'old_id': old, 'keep_id': keep, 'preview': 'the red cup slipped when grasped from the '
-                                                  'side'}]}
+    text = 'the red cup slipped when grasped from the side'
+    assert preview == {'dry_run': True,
+                       'operations': [{'old_id': old, 'keep_id': keep, 'preview': text}]}
     assert 'would supersede' in cli(db, 'dedup', '--dry-run').stdout
     assert cli_json(db, 'dedup')['operations'] == preview['operations']
     assert cli_json(db, 'dedup', '--dry-run')['operations'] == []
