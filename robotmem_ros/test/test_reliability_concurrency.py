@@ -15,6 +15,7 @@ import pathlib
 import random
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -95,6 +96,7 @@ def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int) -> di
     try:
         for proc in procs:
             assert proc.stdout.readline().strip() == 'ready', proc.stderr.read()
+        started = time.monotonic()
         for proc in procs:
             proc.stdin.write('go\n')
             proc.stdin.flush()
@@ -103,6 +105,7 @@ def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int) -> di
             out, err = proc.communicate(timeout=WORKER_GUARD_S)
             assert proc.returncode == 0, err
             results.append(json.loads(out.strip().splitlines()[-1]))
+        elapsed = time.monotonic() - started
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -131,7 +134,8 @@ def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int) -> di
     assert 1 <= shared <= len(SHARED_FACTS)
     summary = {'workers': workers, 'calls_each': calls, 'failed_calls': len(failures),
                'shared_fact_rows': shared, 'perception_rows': perceptions,
-               'topic_written': status.perception_written}
+               'topic_written': status.perception_written,
+               'calls_per_s': round(workers * calls / elapsed, 1)}
     print('\nconcurrency:', summary)
     return summary
 
@@ -142,6 +146,7 @@ def test_four_processes_mixed_calls(start_node, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_eight_processes_soak(start_node, tmp_path):
     """Run 8 x 500 mixed calls, as the issue asks."""
     run_load(start_node, tmp_path, workers=8, calls=500)
