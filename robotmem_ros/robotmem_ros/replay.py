@@ -120,16 +120,6 @@ class BagEpisode:
                                deserialize_message(bytes(raw), _MSG_CLASSES[conn.msgtype]))
 
 
-def default_perception_topic(namespace: str) -> str:
-    """Return the node's ``perception`` topic: relative, so in the namespace *around* the node.
-
-    Services are private (``/robotmem/learn`` for node ``robotmem`` in ``/``) but the
-    subscription is ``perception`` in the node's namespace (``/perception``).
-    """
-    outer = namespace.rstrip('/').rsplit('/', 1)[0]
-    return f'{outer}/perception'
-
-
 class Replayer:
     """Plays bag events into one memory node through a publisher and a MemoryClient."""
 
@@ -143,7 +133,7 @@ class Replayer:
         self.timeout = timeout
         self.client = MemoryClient(node, namespace, timeout=timeout)
         self._publisher = node.create_publisher(
-            PerceptionData, perception_topic or default_perception_topic(self.client.namespace),
+            PerceptionData, perception_topic or self.client.perception_topic,
             PUBLISH_QOS)
 
     def run(self, events: Iterable[BagEvent], end_sessions: bool = False) -> ReplayReport:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from typing import Any, Callable, Iterator
 
-from conftest import CALL_TIMEOUT_S, NodeProcess
+from conftest import CALL_TIMEOUT_S, NodeProcess, PACKAGE_DIR
 import pytest
 import rclpy
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
@@ -218,5 +220,27 @@ def test_call_waits_for_a_node_that_is_still_starting(ros, start_node):
     try:
         learned = memory.learn('The tool changer is calibrated every morning')
         assert learned.status == 'created'
+    finally:
+        memory.close()
+
+
+def test_example_pick_loop_learns_and_reuses_grip_forces(ros, node):
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
+    args = [sys.executable, str(PACKAGE_DIR.parent / 'examples' / 'pick_loop.py'),
+            '--namespace', node.prefix, '--robot', 'example_arm', '--objects', 'red_mug',
+            '--rounds', '6']
+    run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert 'session ended' in run.stderr
+    memory = MemoryClient(ros.node, namespace=node.prefix, timeout=CALL_TIMEOUT_S)
+    try:
+        grasps = memory.recall('*', n=100, min_confidence=0.0,
+                               context_filter={'robot': 'example_arm'})
+        facts = [m for m in grasps.memories if m.type == 'fact']
+        assert facts and all(m.context['task']['object'] == 'red_mug' for m in facts)
+        assert any(m.context['task']['success'] for m in facts)   # seed 0: the 3rd try holds
+        reused = [line for line in run.stderr.splitlines() if '(memory #' in line]
+        assert reused and all(line.endswith('-> held') for line in reused), run.stderr
     finally:
         memory.close()

@@ -77,6 +77,15 @@ class MemoryClient:
             callback_group=self._group)
         self._waiter = Waiter(node)
 
+    @property
+    def perception_topic(self) -> str:
+        """Return the node's ``perception`` topic: relative, so in the namespace around the node.
+
+        Services are private (``/robotmem/learn`` for node ``robotmem`` in ``/``) but the
+        subscription is ``perception`` in the node's namespace (``/perception``).
+        """
+        return f'{self.namespace.rsplit("/", 1)[0]}/perception'
+
     # --- readiness and status -----------------------------------------------------------------
     @property
     def status(self) -> NodeStatus | None:
