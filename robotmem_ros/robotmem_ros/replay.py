@@ -85,7 +85,8 @@ class ReplayReport:
 
 
 class BagEpisode:
-    """The perceptions and Learn requests of one bag, checked on open, iterated in bag order.
+    """
+    The perceptions and Learn requests of one bag, checked on open, iterated in bag order.
 
     ``topics`` / ``learn_topics`` restrict to those topics; empty means every connection of
     the type. A connection whose recorded type hash differs from the installed type is still

@@ -79,7 +79,8 @@ class MemoryClient:
 
     @property
     def perception_topic(self) -> str:
-        """Return the node's ``perception`` topic: relative, so in the namespace around the node.
+        """
+        Return the node's ``perception`` topic: relative, so in the namespace around the node.
 
         Services are private (``/robotmem/learn`` for node ``robotmem`` in ``/``) but the
         subscription is ``perception`` in the node's namespace (``/perception``).
