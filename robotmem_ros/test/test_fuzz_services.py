@@ -61,8 +61,8 @@ JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
                                                           allow_infinity=False)
     | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                               max_size=4),
+    lambda inner: (st.lists(inner, max_size=4)
+                   | st.dictionaries(st.text(max_size=8), inner, max_size=4)),
     max_leaves=20)
 
 
@@ -117,7 +117,7 @@ def engine(tmp_path_factory):
 
 
 def run_checked(eng, call: Callable[[], Any], check_ok: Callable[[Any], None]) -> None:
-    """Either the call works (and check_ok holds) or it raises a typed error and changes nothing."""
+    """Either the call works (check_ok holds) or raises a typed error and changes nothing."""
     before = fingerprint(eng)
     try:
         result = call()
@@ -184,6 +184,7 @@ def test_engine_save_perception(engine, description, perception_type, data, meta
         else:
             assert stored_content(engine, ids[0]) == description.strip()
         return
+
     def ok(memory_id):
         assert stored_content(engine, memory_id) == description.strip()
     run_checked(engine, lambda: engine.save_perception(item), ok)
@@ -277,7 +278,7 @@ def test_node_recall(node, query, n, min_confidence, context_filter, spatial_sor
        session_id=NODE_TEXT, collection=NODE_TEXT)
 def test_node_save_perception(node, description, perception_type, data, metadata, session_id,
                               collection):
-    """SavePerception service under fuzz."""
+    """Fuzz the SavePerception service."""
     call_node(node, SavePerception, 'save_perception', description=description,
               perception_type=perception_type, data=data, metadata=metadata,
               session_id=session_id, collection=collection)
@@ -301,7 +302,7 @@ def test_node_update_forget_sessions(node, memory_id, new_content, context, reas
 
 
 def test_lone_surrogates_never_leave_an_rclpy_client():
-    """rclpy refuses to serialize them, so the node cannot receive them (engine fuzz covers it)."""
+    """Check that rclpy cannot serialize lone surrogates (the engine fuzz covers them)."""
     from rclpy.serialization import serialize_message
     with pytest.raises(UnicodeEncodeError):
         serialize_message(Learn.Request(insight='half \ud800 pair'))

@@ -96,7 +96,7 @@ def test_defaults_are_the_documented_ones(tmp_path):
 @pytest.mark.parametrize('n,ok', [(1, True), (100, True), (0, True), (101, False),
                                   (-1, False), (10**9, False)])
 def test_recall_n_is_capped_at_100(tmp_path, n, ok):
-    """n = 0 means the default; anything outside 1..100 is refused."""
+    """Accept 0 (the default) and 1..100; refuse anything else."""
     engine = make_engine(tmp_path)
     for i in range(120):
         engine.save_perception(PerceptionInput(description=f'frame {i} shows the red cup'))
