@@ -13,7 +13,9 @@ import hashlib
 import os
 import pathlib
 import subprocess
+import sys
 
+from conftest import PACKAGE_DIR
 from engine_helpers import count, make_engine
 import pytest
 from robotmem_ros.engine.types import PerceptionInput
@@ -91,6 +93,21 @@ def test_corrupt_db_refuses_to_start_and_is_never_modified(start_node, tmp_path,
     assert_one_fatal_line(output, 'robotmem doctor', str(path))
     assert digest(path) == before
     assert sorted(p.name for p in tmp_path.glob('memory.db*')) == ['memory.db']
+
+
+@pytest.mark.parametrize('kind', ['garbage', 'garbled_header'])
+def test_the_suggested_doctor_reports_and_never_modifies(tmp_path, kind):
+    """Following the fatal line's advice (`robotmem doctor --db`) is safe on a damaged file."""
+    path = corrupt_file(tmp_path, kind)
+    before = digest(path)
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
+    done = subprocess.run([sys.executable, '-m', 'robotmem_ros.cli.main', 'doctor', '--db',
+                           str(path), '--repair'], env=env, capture_output=True, text=True,
+                          timeout=EXIT_TIMEOUT_S)
+    assert done.returncode != 0 and str(path) in done.stderr + done.stdout
+    assert 'Traceback' not in done.stderr
+    assert digest(path) == before
 
 
 def test_corrupt_db_engine_raises_typed_error(tmp_path):
