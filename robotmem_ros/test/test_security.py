@@ -290,7 +290,7 @@ def test_node_opens_no_socket_beyond_a_plain_ros_node(node):
         bare.wait(30)
     found = socket_counts(node.proc.pid)
     assert found['tcp_listen'] == 0 and found['tcp'] == 0, found
-    assert found == expected
+    assert found['udp'] <= expected['udp'], (found, expected)
     domain = int(os.environ.get('ROS_DOMAIN_ID', '0'))
     ports = {c.laddr.port for c in psutil.Process(node.proc.pid).net_connections(kind='udp')}
     assert any(7400 + 250 * domain <= p < 7650 + 250 * domain for p in ports), ports
