@@ -13,8 +13,8 @@ STAMP0 = 1_700_000_000
 
 def perception_rows(db_path):
     with sqlite3.connect(f'file:{db_path}?mode=ro', uri=True) as conn:
-        return conn.execute("SELECT content, created_at, session_id FROM memories "
-                            "WHERE type = 'perception' ORDER BY created_at").fetchall()
+        return conn.execute('SELECT content, created_at, session_id FROM memories '
+                            'WHERE type = ? ORDER BY created_at', ('perception',)).fetchall()
 
 
 def publish(ros, node, count, qos, session='s1', frame='camera', first_seq=1):

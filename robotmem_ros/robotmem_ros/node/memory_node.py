@@ -72,7 +72,6 @@ class MemoryNode(Node):
             self, self._ingest.counters, str(config.resolved_db_path()),
             lambda: self._config.perception_max_buffer, config.embed_device)
         self._engine = MemoryEngine.open(config)
-        self._status.attach_store(self._engine.status)
         self.add_on_set_parameters_callback(
             make_set_callback(lambda: self._config, self._apply_config))
 
@@ -98,6 +97,7 @@ class MemoryNode(Node):
         self.create_timer(STATUS_POLL_S, self._status.publish, callback_group=timers)
         self._heartbeat = self.create_timer(config.status_period, self._status.heartbeat,
                                             callback_group=timers)
+        self._status.attach_store(self._engine.status)  # ready=true: services are up
         self._status.heartbeat()
         self.get_logger().info(
             f'ready: store {config.resolved_db_path()}, embed {config.embed_backend}, '
@@ -220,22 +220,29 @@ class MemoryNode(Node):
 
 def _run(args: list[str] | None) -> int:
     with rclpy.init(args=args):
+        # The executor exists before the node: a signal that lands while the store is opening
+        # must find everything it needs to shut down.
+        executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
+        node = None
         try:
             node = MemoryNode()
-        except RobotMemError as exc:
-            rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {exc}')
-            return 1
-        executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
-        executor.add_node(node)
-        try:
+            executor.add_node(node)
             # spin_once in a loop instead of spin(): spin() occasionally misses a signal.
             while rclpy.ok():
                 executor.spin_once(timeout_sec=0.5)
         except (KeyboardInterrupt, ExternalShutdownException):
             pass
+        except RobotMemError as exc:
+            if rclpy.ok():
+                rclpy.logging.get_logger(NODE_NAME).fatal(f'cannot start: {exc}')
+                return 1
+        except Exception:
+            if rclpy.ok():  # a real bug, not a signal racing the start-up
+                raise
         finally:
             executor.shutdown()
-            node.destroy_node()
+            if node is not None:
+                node.destroy_node()
     return 0
 
 
@@ -243,7 +250,7 @@ def main(args: list[str] | None = None) -> int:
     """Entry point of ``ros2 run robotmem_ros robotmem_node``; exit 0 on SIGINT/SIGTERM."""
     try:
         return _run(args)
-    except KeyboardInterrupt:  # Ctrl-C while the store was still opening
+    except KeyboardInterrupt:  # Ctrl-C before rclpy installed its handlers
         return 0
 
 

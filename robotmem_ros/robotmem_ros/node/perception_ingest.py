@@ -71,8 +71,9 @@ class PerceptionIngest:
     Bounded buffer + writer thread that turns a message stream into batched writes.
 
     ``write_batch`` is called with at most ``batch_size`` items and must write them in one
-    transaction (``MemoryEngine.save_perceptions``), returning one id per item (0 = rejected). ``on_flush`` runs after every batch
-    (success or failure) so the owner can refresh its status.
+    transaction (``MemoryEngine.save_perceptions``), returning one id per item (0 = rejected).
+    ``on_flush`` runs after every batch (success or failure) so the owner can refresh its
+    status.
     """
 
     def __init__(self, write_batch: WriteBatch, *, batch_size: int, flush_interval: float,
