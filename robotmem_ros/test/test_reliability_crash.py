@@ -164,5 +164,6 @@ def test_kill_during_load_loses_nothing_acknowledged(ros, start_node, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_kill_during_load_soak(ros, start_node, tmp_path):
     crash_rounds(ros, start_node, tmp_path, SOAK_ROUNDS)
