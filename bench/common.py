@@ -1,0 +1,157 @@
+"""
+Shared plumbing of the benchmark scripts: paths, machine identity, statistics, output.
+
+Every result file carries the machine it was measured on (cores, CPU model, load) because a
+latency number without its machine is meaningless; statistics are medians over repeats so one
+noisy repeat (another process on a 2-core box) does not move the headline.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+from typing import Any, Iterable, Sequence
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGE_DIR = REPO_ROOT / 'robotmem_ros'
+RESULTS_DIR = REPO_ROOT / 'bench' / 'results'
+DEFAULT_EVAL = (REPO_ROOT / '..' / 'shared' / 'eval').resolve()
+CACHE_DIR = pathlib.Path(os.environ.get('ROBOTMEM_BENCH_CACHE',
+                                        '~/.cache/robotmem_bench')).expanduser()
+
+if str(PACKAGE_DIR) not in sys.path:
+    sys.path.insert(0, str(PACKAGE_DIR))
+
+
+def cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo (falls back to platform.processor())."""
+    try:
+        for line in pathlib.Path('/proc/cpuinfo').read_text().splitlines():
+            if line.lower().startswith(('model name', 'hardware', 'cpu model')):
+                return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ''
+
+
+def machine_info() -> dict[str, Any]:
+    """Identity of the machine and software a result was measured with."""
+    import sqlite3
+    try:
+        from pysqlite3 import dbapi2 as sqlite_mod
+    except ImportError:
+        sqlite_mod = sqlite3
+    try:
+        import onnxruntime
+        ort_version = onnxruntime.__version__
+    except ImportError:
+        ort_version = ''
+    return {
+        'cores': os.cpu_count(),
+        'cpu_model': cpu_model(),
+        'machine': platform.machine(),
+        'os': platform.platform(),
+        'python': platform.python_version(),
+        'sqlite': sqlite_mod.sqlite_version,
+        'onnxruntime': ort_version,
+        'loadavg_1m': round(os.getloadavg()[0], 2),
+        'git_commit': _git_commit(),
+    }
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile ``q`` in [0, 100] (numpy's default method)."""
+    if not samples:
+        return float('nan')
+    ordered = sorted(samples)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def latency_summary(samples_ms: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / mean of one repeat's samples, in milliseconds."""
+    return {'p50_ms': percentile(samples_ms, 50), 'p95_ms': percentile(samples_ms, 95),
+            'mean_ms': statistics.fmean(samples_ms) if samples_ms else float('nan'),
+            'count': len(samples_ms)}
+
+
+def median_over_repeats(repeats: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Median of every numeric field across repeats, plus the per-repeat values of p50."""
+    out: dict[str, Any] = {}
+    for key in repeats[0]:
+        values = [r[key] for r in repeats]
+        out[key] = statistics.median(values)
+    out['repeats'] = len(repeats)
+    if 'p50_ms' in repeats[0]:
+        out['p50_ms_each'] = [round(r['p50_ms'], 3) for r in repeats]
+    return out
+
+
+def write_result(name: str, payload: dict[str, Any],
+                 results_dir: pathlib.Path = RESULTS_DIR) -> pathlib.Path:
+    """Write ``results_dir/NAME.json`` with the machine block and a timestamp."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    doc = {'benchmark': name,
+           'generated_at': datetime.datetime.now(datetime.timezone.utc).isoformat(
+               timespec='seconds'),
+           'machine': machine_info(), **payload}
+    path = results_dir / f'{name}.json'
+    path.write_text(json.dumps(doc, indent=1, sort_keys=False, default=_jsonable) + '\n')
+    return path
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, 'tolist'):
+        return value.tolist()
+    if isinstance(value, pathlib.Path):
+        return str(value)
+    raise TypeError(f'not JSON serializable: {type(value).__name__}')
+
+
+def fmt(value: Any) -> str:
+    """Compact cell text: 3 significant decimals for floats."""
+    if isinstance(value, float):
+        if value != value:
+            return '-'
+        return f'{value:.3f}' if abs(value) < 100 else f'{value:.1f}'
+    return str(value)
+
+
+def print_table(title: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Print a fixed-width text table (plain text so logs and CI output stay readable)."""
+    cells = [[fmt(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    print(f'\n{title}')
+    print('  '.join(h.ljust(w) for h, w in zip(headers, widths)))
+    print('  '.join('-' * w for w in widths))
+    for row in cells:
+        print('  '.join(c.rjust(w) for c, w in zip(row, widths)))
+    sys.stdout.flush()
+
+
+def rss_mb() -> float:
+    """Resident set size of this process, in MiB."""
+    import psutil
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def quiet_logs() -> None:
+    """Keep engine warnings (expected in benchmarks: unreadable texts, fallbacks) off stdout."""
+    import logging
+    logging.getLogger('robotmem').setLevel(logging.ERROR)

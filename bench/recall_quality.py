@@ -1,0 +1,218 @@
+"""
+Retrieval quality of recall on labelled collections: R@1/5/10 and MRR@10 per channel mix.
+
+Documents are stored with ``engine.learn`` (dedup on, as on a robot; vectors are batch-computed
+beforehand with the same model, so only the embedding call is skipped) and every query is
+recalled three ways: hybrid (BM25 + vector, RRF), bm25_only and vector_only. Dedup may fold a
+document into an earlier, near-identical one; the folded document then counts as found when its
+keeper is returned, and the number folded is reported.
+
+Formats: Cranfield-style (docs.jsonl doc_id/text, queries.jsonl qid/text, qrels.csv qid/doc_id)
+and LoCoMo (turns.jsonl with sample_id/dia_id/speaker/text stored as "speaker: text", one
+collection per conversation; qa.jsonl questions; qrels.csv qid/sample_id/dia_id; category 5 is
+adversarial and reported apart).
+
+    python bench/recall_quality.py                       # Cranfield and LoCoMo from --eval
+    python bench/recall_quality.py --docs D --queries Q --qrels R [--limit 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+import csv
+from dataclasses import dataclass, field
+import json
+import pathlib
+import random
+import tempfile
+import time
+from typing import Any, Sequence
+
+from common import DEFAULT_EVAL, print_table, quiet_logs, RESULTS_DIR, write_result
+import metrics
+from precomputed import embed_cached, PrecomputedEmbedder
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.embedding import load_embedder
+from robotmem_ros.engine import MemoryEngine
+
+MODES = {'hybrid': ('bm25', 'vector'), 'bm25_only': ('bm25',), 'vector_only': ('vector',)}
+DEFAULT_COLLECTION = 'docs'
+
+
+@dataclass
+class Corpus:
+    """Documents, queries and judgements in one shape for both formats."""
+
+    docs: list[tuple[str, str, str]]                  # (doc key, collection, text)
+    queries: list[tuple[str, str, str, str]]          # (qid, collection, text, group)
+    qrels: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _jsonl(path: pathlib.Path) -> list[dict]:
+    with open(path, encoding='utf-8') as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_corpus(docs: pathlib.Path, queries: pathlib.Path, qrels: pathlib.Path,
+                max_chars: int) -> Corpus:
+    """Read either format (LoCoMo is recognised by its dia_id / question fields)."""
+    doc_rows, query_rows = _jsonl(docs), _jsonl(queries)
+    locomo = bool(doc_rows) and 'dia_id' in doc_rows[0]
+    if locomo:
+        corpus = Corpus(
+            [(f'{d["sample_id"]}/{d["dia_id"]}', d['sample_id'],
+              f'{d["speaker"]}: {d["text"]}'[:max_chars]) for d in doc_rows],
+            [(q['qid'], q['sample_id'], q['question'], f'category {q["category"]}')
+             for q in query_rows])
+    else:
+        corpus = Corpus([(d['doc_id'], DEFAULT_COLLECTION, d['text'][:max_chars])
+                         for d in doc_rows],
+                        [(q['qid'], DEFAULT_COLLECTION, q['text'], 'all') for q in query_rows])
+    with open(qrels, newline='', encoding='utf-8') as fh:
+        for row in csv.DictReader(fh):
+            key = f'{row["sample_id"]}/{row["dia_id"]}' if locomo else row['doc_id']
+            corpus.qrels.setdefault(row['qid'], set()).add(key)
+    return corpus
+
+
+def ingest(engine: MemoryEngine, corpus: Corpus) -> tuple[dict[str, int], int, float]:
+    """Learn every document; return doc key → memory id, the number folded, seconds."""
+    memory_of: dict[str, int] = {}
+    folded = 0
+    start = time.perf_counter()
+    for key, collection, text in corpus.docs:
+        if not text.strip():
+            continue
+        result = engine.learn(text, collection=collection)
+        memory_of[key] = result.memory_id
+        folded += result.status == 'duplicate'
+    return memory_of, folded, time.perf_counter() - start
+
+
+def run_queries(engine: MemoryEngine, corpus: Corpus, memory_of: dict[str, int],
+                queries: Sequence[tuple[str, str, str, str]]) -> dict[str, Any]:
+    """Recall each judged query in each mode; metrics overall and per query group."""
+    doc_of: dict[int, set[str]] = {}
+    for key, mid in memory_of.items():
+        doc_of.setdefault(mid, set()).add(key)
+    out: dict[str, Any] = {}
+    for mode, channels in MODES.items():
+        ranked: dict[str, list[list[int]]] = {}
+        relevant: dict[str, list[set[int]]] = {}
+        latencies = []
+        for qid, collection, text, group in queries:
+            rel = {memory_of[k] for k in corpus.qrels.get(qid, ()) if k in memory_of}
+            if not rel:
+                continue
+            result = engine.recaller.recall(text, 10, 0.0, '', '', '', collection,
+                                            channels=channels)
+            latencies.append(result.query_ms)
+            ranked.setdefault(group, []).append([m.id for m in result.memories])
+            relevant.setdefault(group, []).append(rel)
+        groups = {g: metrics.ranking(ranked[g], relevant[g]) for g in sorted(ranked)}
+        main = [g for g in ranked if g != 'category 5']
+        out[mode] = {'overall': metrics.ranking(sum((ranked[g] for g in main), []),
+                                                sum((relevant[g] for g in main), [])),
+                     'groups': groups,
+                     'median_query_ms': sorted(latencies)[len(latencies) // 2]
+                     if latencies else float('nan')}
+    return out
+
+
+def evaluate(name: str, corpus: Corpus, real: Any, model: str, limit: int, seed: int,
+             use_cache: bool) -> dict[str, Any]:
+    """Ingest into a fresh store and score the queries."""
+    texts = sorted({t for _, _, t in corpus.docs if t.strip()})
+    queries = [q for q in corpus.queries if corpus.qrels.get(q[0])]
+    if limit and len(queries) > limit:
+        queries = random.Random(seed).sample(queries, limit)
+    readable = [t for t in texts if real.readability(t) >= MemoryConfig().min_readability]
+    embedder = PrecomputedEmbedder(real, readable, embed_cached(real, readable,
+                                                                use_cache=use_cache))
+    qtexts = sorted({q[2] for q in queries})
+    embedder.add(qtexts, embed_cached(real, qtexts, use_cache=use_cache))
+    with tempfile.TemporaryDirectory(prefix='robotmem-recall-') as tmp:
+        engine = MemoryEngine(MemoryConfig(db_path=f'{tmp}/recall.db', embed_model=model),
+                              embedder)
+        try:
+            memory_of, folded, ingest_s = ingest(engine, corpus)
+            shared = Counter(memory_of.values())
+            folded_judged = len({k for rel in corpus.qrels.values() for k in rel
+                                 if k in memory_of and shared[memory_of[k]] > 1})
+            modes = run_queries(engine, corpus, memory_of, queries)
+        finally:
+            engine.close()
+    return {'docs': len(corpus.docs), 'stored': len(set(memory_of.values())),
+            'folded_by_dedup': folded, 'judged_docs_sharing_a_memory': folded_judged,
+            'queries': len(queries), 'ingest_s': ingest_s,
+            'collections': len({c for _, c, _ in corpus.docs}), 'modes': modes,
+            'embed_misses': embedder.misses}
+
+
+def report(sets: dict[str, Any]) -> None:
+    """Print the tables."""
+    rows = []
+    for name, r in sets.items():
+        for mode, m in r['modes'].items():
+            for group, g in [('overall', m['overall'])] + (
+                    list(m['groups'].items()) if len(m['groups']) > 1 else []):
+                rows.append([name, mode, group, g['queries'], g['R@1'], g['R@5'], g['R@10'],
+                             g['MRR@10']])
+    print_table('recall quality (category 5 = adversarial, not in overall)',
+                ['set', 'mode', 'queries', 'n', 'R@1', 'R@5', 'R@10', 'MRR@10'], rows)
+    print_table('ingest', ['set', 'docs', 'stored', 'folded by dedup', 'ingest s'],
+                [[n, r['docs'], r['stored'], r['folded_by_dedup'], r['ingest_s']]
+                 for n, r in sets.items()])
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command line."""
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument('--docs', type=pathlib.Path)
+    parser.add_argument('--queries', type=pathlib.Path)
+    parser.add_argument('--qrels', type=pathlib.Path)
+    parser.add_argument('--eval', type=pathlib.Path, default=DEFAULT_EVAL)
+    parser.add_argument('--sets', default='cranfield,locomo',
+                        help='standard sets under --eval (used when --docs is not given)')
+    parser.add_argument('--model', default='minilm-l6-int8')
+    parser.add_argument('--limit', type=int, default=0, help='sample this many queries per set')
+    parser.add_argument('--max-docs', type=int, default=0,
+                        help='keep only the first N docs (smoke runs; qrels outside are dropped)')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--no-cache', action='store_true')
+    parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
+    parser.add_argument('--name', default='', help='result name (default recall_<model>)')
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Evaluate the requested collections and write the JSON."""
+    args = parse_args(argv)
+    quiet_logs()
+    if args.docs:
+        jobs = {args.docs.parent.name or 'custom': (args.docs, args.queries, args.qrels)}
+    else:
+        files = {'cranfield': ('docs.jsonl', 'queries.jsonl'), 'locomo': ('turns.jsonl',
+                                                                          'qa.jsonl')}
+        jobs = {n: (args.eval / n / files[n][0], args.eval / n / files[n][1],
+                    args.eval / n / 'qrels.csv') for n in args.sets.split(',')}
+    real = load_embedder(MemoryConfig(embed_model=args.model))
+    max_chars = MemoryConfig().max_insight_chars
+    results = {}
+    for name, (docs, queries, qrels) in jobs.items():
+        corpus = load_corpus(docs, queries, qrels, max_chars)
+        if args.max_docs:
+            corpus.docs = corpus.docs[:args.max_docs]
+        results[name] = evaluate(name, corpus, real, args.model, args.limit, args.seed,
+                                 not args.no_cache)
+        print(f'{name}: done', flush=True)
+    report(results)
+    doc = {'model': args.model, 'eval_dir': str(args.eval), 'limit': args.limit,
+           'max_docs': args.max_docs, 'sets': results}
+    print(f'\nwrote {write_result(args.name or f"recall_{args.model}", doc, args.results)}')
+    return 0
+
+
+if __name__ == '__main__':
+    raise SystemExit(main())

@@ -1,0 +1,102 @@
+"""
+The benchmark suite still runs: `bench/run_all.py --smoke` end to end, results are sane.
+
+Tiny sizes only; no timing is asserted (numbers belong to the bench tables, not to tests). The
+DDS ingest step is left out here (node + DDS are covered by the node tests and it would add
+half a minute); everything else runs for real: real SQLite files, real ONNX models, real
+labelled eval data when it is present.
+"""
+
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+RUN_ALL = REPO / 'bench' / 'run_all.py'
+EVAL = (REPO / '..' / 'shared' / 'eval').resolve()
+
+
+def _finite(value):
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+@pytest.fixture(scope='module')
+def smoke_results(tmp_path_factory):
+    if not RUN_ALL.exists():
+        pytest.skip('bench/run_all.py not present')
+    results = tmp_path_factory.mktemp('bench')
+    proc = subprocess.run([sys.executable, str(RUN_ALL), '--smoke', '--skip', 'ingest',
+                           '--results', str(results), '--eval', str(EVAL)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return results
+
+
+def _load(results, name):
+    path = results / f'{name}.json'
+    assert path.exists(), f'{name}.json was not written'
+    doc = json.loads(path.read_text())
+    assert doc['machine']['cores'] >= 1 and doc['machine']['cpu_model']
+    return doc
+
+
+def test_engine_results_have_latencies_sizes_and_rss(smoke_results):
+    doc = _load(smoke_results, 'engine')
+    sizes = doc['sizes']
+    assert [r['n'] for r in sizes] == sorted(r['n'] for r in sizes) and len(sizes) >= 2
+    for row in sizes:
+        for key in ('learn_real', 'learn_precomputed', 'recall_plain', 'recall_bm25_only',
+                    'recall_context_filter', 'recall_spatial_sort'):
+            assert 0 < row[key]['p50_ms'] <= row[key]['p95_ms'], key
+        assert row['bytes_per_memory'] > 100 and row['rss_mb'] > 10
+        assert row['precomputed_misses'] == 0
+    # every aged row decays except the decay-protected categories (constraint, preference)
+    assert sizes[-1]['n'] // 2 < doc['decay']['decayed'] <= 2 * sizes[-1]['n']
+    assert doc['decay']['rerun_decayed'] == 0
+    assert doc['end_session']['session_facts'] > 0 and _finite(doc['end_session']['ms'])
+
+
+@pytest.mark.skipif(not EVAL.exists(), reason='eval data not present')
+def test_dedup_results_have_auc_prf_and_curves(smoke_results):
+    doc = _load(smoke_results, 'dedup_minilm-l6-int8')
+    mrpc = doc['sets']['mrpc']
+    assert 0.5 < mrpc['layers']['jaccard']['auc'] <= 1.0
+    assert 0.5 < mrpc['layers']['cosine']['auc'] <= 1.0
+    for layer in ('jaccard', 'cosine', 'full'):
+        prf = mrpc['at_config'][layer]
+        assert prf['tp'] + prf['fn'] == mrpc['duplicates']
+    full, jac = mrpc['at_config']['full'], mrpc['at_config']['jaccard']
+    assert full['tp'] >= jac['tp']  # the full pipeline flags at least what Jaccard flags
+    assert len(mrpc['pr']['jaccard_number_aware']['precision']) == 101
+    assert sum(mrpc['hist']['jaccard']['duplicate']) == mrpc['duplicates']
+    assert doc['sets']['lcqmc']['readable_share'] < 0.5  # MiniLM cannot read Chinese
+    multi = _load(smoke_results, 'dedup_use-multilingual-int8')
+    assert multi['sets']['lcqmc']['readable_share'] == 1.0
+
+
+@pytest.mark.skipif(not EVAL.exists(), reason='eval data not present')
+def test_recall_results_have_all_modes(smoke_results):
+    doc = _load(smoke_results, 'recall_minilm-l6-int8')
+    for name in ('cranfield', 'locomo'):
+        result = doc['sets'][name]
+        assert result['stored'] + result['folded_by_dedup'] >= result['stored'] > 0
+        assert set(result['modes']) == {'hybrid', 'bm25_only', 'vector_only'}
+        for mode in result['modes'].values():
+            overall = mode['overall']
+            assert 0.0 <= overall['R@1'] <= overall['R@5'] <= overall['R@10'] <= 1.0
+
+
+def test_thresholds_and_plots_are_written(smoke_results):
+    doc = _load(smoke_results, 'thresholds')
+    assert doc['shipped']['dedup_jaccard_threshold'] > 0
+    pngs = {p.name for p in smoke_results.glob('*.png')}
+    assert 'latency_vs_n.png' in pngs
+    if EVAL.exists():
+        assert {'dedup_minilm-l6-int8_hist.png', 'dedup_minilm-l6-int8_pr.png',
+                'recall_minilm-l6-int8.png'} <= pngs
+    for png in pngs:
+        assert (smoke_results / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
