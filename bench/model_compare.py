@@ -6,7 +6,7 @@ and <= 2 as not, LCQMC / BQ / ATEC / PAWS-X zh); the lowest cosine whose precisi
 the train/dev splits (the model's ``dedup_cosine_threshold``); pure vector retrieval R@10 and
 MRR@10 on Cranfield. Prints a table and writes bench/results/model_compare.json.
 
-    python bench/model_compare.py --eval /work/shared/eval [--limit 1000] [--model-dir DIR]
+    python bench/model_compare.py --eval /work/shared/eval [--limit 500] [--model-dir DIR]
 """
 
 from __future__ import annotations
@@ -139,10 +139,13 @@ def evaluate(embedder: Embedder, sets: dict[str, dict[str, Pairs]],
         labels = np.array([label for _, _, label in pairs])
         result['auc'][name] = roc_auc(pair_cosines(embedder, pairs), labels)
     for group in ('tune_en', 'tune_zh'):
-        pooled = {f'{group[-2:]} pooled': [p for subset in sets[group].values() for p in subset]}
-        for name, pairs in {**sets[group], **pooled}.items():
-            labels = np.array([label for _, _, label in pairs])
-            threshold, recall = precision_threshold(pair_cosines(embedder, pairs), labels)
+        scored = {name: (pair_cosines(embedder, pairs),
+                         np.array([label for _, _, label in pairs]))
+                  for name, pairs in sets[group].items()}
+        scored[f'{group[-2:]} pooled'] = tuple(
+            np.concatenate(parts) for parts in zip(*scored.values()))
+        for name, (cosines, labels) in scored.items():
+            threshold, recall = precision_threshold(cosines, labels)
             result['threshold'][name] = {'cosine': threshold, 'recall': recall}
     zh_texts = [a for subset in sets['test'].values() for a, _, _ in subset
                 if any('\u4e00' <= ch <= '\u9fff' for ch in a)]
@@ -179,7 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument('--eval', default=str(ROOT / '../shared/eval'),
                         help='labelled eval data directory (read-only)')
-    parser.add_argument('--limit', type=int, default=1000,
+    parser.add_argument('--limit', type=int, default=500,
                         help='pairs sampled per split (0 = all)')
     parser.add_argument('--models', nargs='*', default=BUNDLED)
     parser.add_argument('--model-dir', nargs='*', default=[], help='extra model_dir models')

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import pathlib
 
 from robotmem_ros.embedding import model_files
@@ -15,15 +15,11 @@ class ModelSource:
     """Verified model bytes plus what is needed to feed the graph."""
 
     model_id: str
-    model_bytes: bytes
+    model_bytes: bytes = field(repr=False)
+    sha256: str
     where: str
     tokenizer_json: str | None
     max_length: int
-
-    @property
-    def sha256(self) -> str:
-        """Hash of the model file (the identity stored next to the vectors)."""
-        return model_files.sha256_hex(self.model_bytes)
 
 
 def bundled(name: str) -> ModelSource:
@@ -36,8 +32,8 @@ def bundled(name: str) -> ModelSource:
     tokenizer = None
     if spec.tokenizer is not None:
         tokenizer = model_files.read_verified(spec.tokenizer).decode('utf-8')
-    return ModelSource(spec.name, model_files.read_verified(spec.model, path), str(path),
-                       tokenizer, spec.max_length)
+    return ModelSource(spec.name, model_files.read_verified(spec.model, path), spec.model.sha256,
+                       str(path), tokenizer, spec.max_length)
 
 
 def from_dir(model_dir: str) -> ModelSource:
@@ -50,5 +46,6 @@ def from_dir(model_dir: str) -> ModelSource:
     tokenizer = None
     if tokenizer_path.is_file():
         tokenizer = model_files.read_bytes(tokenizer_path, 'tokenizer').decode('utf-8', 'replace')
-    return ModelSource(f'dir:{root.resolve().name}', model_files.read_bytes(model_path, 'model'),
-                       str(model_path), tokenizer, 0)
+    model_bytes = model_files.read_bytes(model_path, 'model')
+    return ModelSource(f'dir:{root.resolve().name}', model_bytes,
+                       model_files.sha256_hex(model_bytes), str(model_path), tokenizer, 0)
