@@ -70,6 +70,9 @@ def machine_info() -> dict[str, Any]:
         'onnxruntime': ort_version,
         'loadavg_1m': round(os.getloadavg()[0], 2),
         'git_commit': _git_commit(),
+        # Anything unusual about the tree measured (e.g. a local engine patch), set by the
+        # person running the benchmark.
+        'note': os.environ.get('ROBOTMEM_BENCH_NOTE', ''),
     }
 
 
