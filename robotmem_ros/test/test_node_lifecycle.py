@@ -71,7 +71,9 @@ def test_declared_parameters_are_the_config_table(start_node):
 
 def test_parameter_changes_are_validated(start_node):
     node = start_node()
-    assert set_param(node, 'dedup_jaccard_threshold', 0.8).successful
+    for name, value in [('dedup_jaccard_threshold', 0.8), ('status_period', 1.0),
+                        ('perception_batch_size', 50), ('collection', 'kitchen')]:
+        assert set_param(node, name, value).successful, name
     for name, value in [('dedup_jaccard_threshold', 1.5), ('decay_rate', -0.1),
                         ('default_n', 0), ('decider', 'magic'), ('db_path', '/tmp/x.db'),
                         ('embed_backend', 'none')]:
