@@ -13,12 +13,11 @@ build:
 
 run: build
 	@echo '--------------------------------------------------------------------------------'
-	@echo 'robotmem node starting (store: $${ROBOTMEM_HOME:-~/.robotmem}/memory.db; Ctrl-C stops).'
+	@echo "robotmem node starting (default store $${ROBOTMEM_HOME:-$$HOME/.robotmem}/memory.db; Ctrl-C stops)"
 	@echo 'Call it from another shell, after: cd $(CURDIR) && source scripts/ros_env.sh'
-	@echo '  python -c "import rclpy; from robotmem_msgs.srv import Learn as S; rclpy.init(); \'
-	@echo "n = rclpy.create_node('c'); c = n.create_client(S, '/robotmem/learn'); \\"
-	@echo "c.wait_for_service(); f = c.call_async(S.Request(insight='the red cup is on the left shelf')); \\"
-	@echo 'rclpy.spin_until_future_complete(n, f); print(f.result())"'
+	@echo '  python -c "import rclpy; from robotmem_ros.client import MemoryClient; rclpy.init(); \'
+	@echo "m = MemoryClient(rclpy.create_node('cli')); m.wait_ready(10); \\"
+	@echo "print(m.learn('the red cup is on the left shelf')); print(m.recall('red cup'))\""
 	@echo 'On a robot with ROS 2:'
 	@echo "  ros2 service call /robotmem/learn robotmem_msgs/srv/Learn \"{insight: 'the red cup is on the left shelf'}\""
 	@echo "  ros2 service call /robotmem/recall robotmem_msgs/srv/Recall \"{query: 'red cup'}\""
