@@ -24,7 +24,7 @@ from robotmem_msgs.msg import PerceptionData
 from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
                                Update)
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine.engine import MemoryEngine
+from robotmem_ros.engine import MemoryEngine
 from robotmem_ros.errors import RobotMemError
 from robotmem_ros.node import conversions as conv
 from robotmem_ros.node import log_bridge
