@@ -124,7 +124,8 @@ class MemoryConfig:
     # --- node: perception stream, status -----------------------------------------------------
     perception_qos: str = _p('reliable', 'QoS of the perception subscription.',
                              choices=('reliable', 'best_effort', 'sensor_data'), read_only=True)
-    perception_depth: int = _p(100, 'KEEP_LAST depth of the perception subscription.',
+    perception_depth: int = _p(1000, 'KEEP_LAST depth of the perception subscription; bursts '
+                               'longer than this need a deeper queue on both ends.',
                                lo=1, hi=100_000, read_only=True)
     perception_batch_size: int = _p(200, 'Perceptions written per transaction.',
                                     lo=1, hi=100_000)
