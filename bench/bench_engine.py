@@ -12,8 +12,12 @@ the model. Usage: ``python bench/bench_engine.py [--sizes 1000,10000,100000] [--
 from __future__ import annotations
 
 import argparse
+from collections import Counter
+import json
 import pathlib
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any, Callable, Sequence
@@ -54,6 +58,8 @@ def fill(engine: MemoryEngine, items: Sequence[datagen.Memory], vectors: Any,
             if session_id:
                 store.ensure_session(conn, session_id, cfg.collection, now)
             for offset, item in enumerate(chunk):
+                if store.find_active_by_hash(conn, cfg.collection, item.text) is not None:
+                    continue  # a measured learn of an earlier size already stored this text
                 labels = infer(item.text, item.context, has_session=bool(session_id))
                 memory_id = store.insert_memory(
                     conn, type_='fact', content=item.text, collection=cfg.collection,
@@ -123,7 +129,8 @@ class EngineBench:
 
     def learn(self, engine: MemoryEngine, precompute: bool) -> dict[str, Any]:
         """Median over repeats of single learns; counts how many dedup folded."""
-        repeats, folded = [], 0
+        repeats: list[dict[str, float]] = []
+        methods: Counter[str] = Counter()
         for _ in range(self.args.repeats):
             items = learn_texts(self.rng, self.fresh, self.stored, self.args.learns)
             texts = [m.text for m in items]
@@ -132,9 +139,10 @@ class EngineBench:
             results: list[Any] = []
             repeats.append(latency_summary(timed(
                 [lambda m=m: results.append(engine.learn(m.text, m.context)) for m in items])))
-            folded += sum(r.status == 'duplicate' for r in results)
+            methods.update(r.method for r in results if r.status == 'duplicate')
         out = median_over_repeats(repeats)
-        out['duplicates_found'] = folded
+        out['duplicates_found'] = sum(methods.values())
+        out['dedup_methods'] = dict(methods)
         return out
 
     def recall(self, variant: str, engine: MemoryEngine, precompute: bool) -> dict[str, Any]:
@@ -171,7 +179,8 @@ class EngineBench:
             row[f'recall_{variant}'] = self.recall(variant, self.eng_real, False)
         for variant in ('plain', 'context_filter', 'spatial_sort'):
             row[f'recall_{variant}_precomputed'] = self.recall(variant, self.eng_pre, True)
-        row['rss_mb'] = rss_mb()
+        row['rss_mb_bench_process'] = rss_mb()
+        row['rss_mb'] = rss_probe(self.eng_pre.db.path, self.args.model)
         row['precomputed_misses'] = self.pre.misses
         return row
 
@@ -195,6 +204,33 @@ class EngineBench:
         """Close both engines."""
         self.eng_real.close()
         self.eng_pre.close()
+
+
+def rss_probe(db_path: pathlib.Path, model: str) -> float:
+    """
+    RSS of a fresh process that opens the store and serves 20 recalls and 20 learns.
+
+    The benchmark process itself holds the generated corpus, so its RSS says little about
+    what the engine needs on a robot.
+    """
+    out = subprocess.run([sys.executable, __file__, '--rss-probe', str(db_path),
+                          '--model', model], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])['rss_mb']
+
+
+def probe_main(db_path: str, model: str) -> int:
+    """Child side of rss_probe: print {"rss_mb": ...} after some real work."""
+    quiet_logs()
+    engine = MemoryEngine.open(MemoryConfig(db_path=db_path, embed_model=model))
+    try:
+        for query in datagen.queries(20, seed=99):
+            engine.recall(query, n=10)
+        for memory in datagen.memories(20, seed=98):
+            engine.learn(memory.text, memory.context, collection='rss_probe')
+        print(json.dumps({'rss_mb': rss_mb()}))
+    finally:
+        engine.close()
+    return 0
 
 
 def end_session_bench(args: argparse.Namespace, work: pathlib.Path, real: Any
@@ -267,6 +303,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
     parser.add_argument('--name', default='engine', help='result file name (NAME.json)')
     parser.add_argument('--smoke', action='store_true', help='tiny sizes (CI)')
+    parser.add_argument('--rss-probe', metavar='DB', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.smoke:
         args.sizes, args.learns, args.queries, args.repeats = '200,500', 5, 5, 1
@@ -278,6 +315,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the engine benchmark and write NAME.json."""
     args = parse_args(argv)
+    if args.rss_probe:
+        return probe_main(args.rss_probe, args.model)
     quiet_logs()
     rss_start = rss_mb()
     started = time.perf_counter()

@@ -7,7 +7,7 @@ then the run waits until the stored row count stops growing. Reported: messages 
 second, rows stored per second over publish + drain time, end-to-end loss (published vs rows in
 the DB) and the node's own counters (received / dropped by its bounded buffer).
 
-    python bench/bench_ingest.py [--seconds 30] [--qos reliable,best_effort] [--rates 0,1000]
+    python bench/bench_ingest.py [--seconds 30] [--qos reliable,best_effort] [--rates 500,1000,0]
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument('--seconds', type=float, default=30.0, help='publish window per case')
     parser.add_argument('--qos', default='reliable,best_effort')
-    parser.add_argument('--rates', default='0,1000', help='publish rates /s, 0 = unthrottled')
+    parser.add_argument('--rates', default='500,1000,0',
+                        help='publish rates /s, 0 = unthrottled')
     parser.add_argument('--depth', type=int, default=100,
                         help='KEEP_LAST depth on both ends (node default 100)')
     parser.add_argument('--batch-size', type=int, default=200)
@@ -221,16 +222,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every (QoS, rate) case and write NAME.json."""
     args = parse_args(argv)
-    client = Client()
     rows = []
-    try:
-        with tempfile.TemporaryDirectory(prefix='robotmem-ingest-') as tmp:
-            for qos in args.qos.split(','):
-                for rate in (float(r) for r in args.rates.split(',')):
+    with tempfile.TemporaryDirectory(prefix='robotmem-ingest-') as tmp:
+        for qos in args.qos.split(','):
+            for rate in (float(r) for r in args.rates.split(',')):
+                # A fresh participant per case: a flooded reliable writer keeps its DDS
+                # threads busy after the publisher is gone and would slow the next case.
+                client = Client()
+                try:
                     rows.append(run_case(client, pathlib.Path(tmp), qos, rate, args))
-                    print(f'{qos} rate {rate:g}: done', flush=True)
-    finally:
-        client.close()
+                finally:
+                    client.close()
+                print(f'{qos} rate {rate:g}: done', flush=True)
     print_table(f'perception ingest through DDS ({args.seconds:g} s per case, depth '
                 f'{args.depth}, embed_backend {args.embed_backend})',
                 ['qos', 'target/s', 'published', 'pub/s', 'rows', 'stored/s', 'loss',

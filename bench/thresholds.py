@@ -24,13 +24,20 @@ from robotmem_ros.config import MemoryConfig
 EN_SETS = ('mrpc', 'stsb_en')
 ZH_SETS = ('lcqmc', 'bq', 'atec', 'pawsx_zh')
 CONSOLIDATION_PRECISION = 0.90
+MIN_RECALL = 0.05
 
 
 def curve_threshold(curve: dict[str, list], target: float) -> float | None:
-    """Lowest grid threshold from which precision stays >= target for every higher one."""
+    """
+    Lowest grid threshold from which precision stays >= target for every higher one.
+
+    The sparse tail (recall < MIN_RECALL, a handful of pairs) is ignored: one odd pair there
+    would otherwise veto every threshold.
+    """
     best = None
-    for t, p in reversed(list(zip(curve['threshold'], curve['precision']))):
-        if p != p:          # nothing flagged at this threshold
+    points = zip(curve['threshold'], curve['precision'], curve['recall'])
+    for t, p, r in reversed(list(points)):
+        if p != p or r < MIN_RECALL:    # nothing (or next to nothing) flagged
             continue
         if p < target:
             break
