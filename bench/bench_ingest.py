@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import uuid
 
 from common import PACKAGE_DIR, print_table, RESULTS_DIR, write_result
+from robotmem_ros.config import MemoryConfig
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(101, 200)))
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
@@ -206,8 +207,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--qos', default='reliable,best_effort')
     parser.add_argument('--rates', default='500,1000,0',
                         help='publish rates /s, 0 = unthrottled')
-    parser.add_argument('--depth', type=int, default=100,
-                        help='KEEP_LAST depth on both ends (node default 100)')
+    parser.add_argument('--depth', type=int, default=MemoryConfig().perception_depth,
+                        help='KEEP_LAST depth on both ends (default: the node default)')
     parser.add_argument('--batch-size', type=int, default=200)
     parser.add_argument('--embed-backend', default='none', choices=('none', 'onnx'))
     parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)

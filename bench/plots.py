@@ -140,7 +140,8 @@ def recall_plot(doc: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
         ax.set_ylim(0, 1)
         ax.set_title(f'{name} ({result["queries"]} queries)', fontsize=9)
         ax.legend(fontsize=7)
-    fig.suptitle(f'recall quality, model {doc["model"]}', fontsize=10)
+    fig.suptitle(f'recall quality, model {doc["model"]}, decider {doc.get("decider", "?")}',
+                 fontsize=10)
     fig.tight_layout()
     return _save(fig, out)
 

@@ -121,7 +121,7 @@ def run_queries(engine: MemoryEngine, corpus: Corpus, memory_of: dict[str, int],
 
 
 def evaluate(name: str, corpus: Corpus, real: Any, model: str, limit: int, seed: int,
-             use_cache: bool) -> dict[str, Any]:
+             use_cache: bool, decider: str) -> dict[str, Any]:
     """Ingest into a fresh store and score the queries."""
     texts = sorted({t for _, _, t in corpus.docs if t.strip()})
     queries = [q for q in corpus.queries if corpus.qrels.get(q[0])]
@@ -133,18 +133,26 @@ def evaluate(name: str, corpus: Corpus, real: Any, model: str, limit: int, seed:
     qtexts = sorted({q[2] for q in queries})
     embedder.add(qtexts, embed_cached(real, qtexts, use_cache=use_cache))
     with tempfile.TemporaryDirectory(prefix='robotmem-recall-') as tmp:
-        engine = MemoryEngine(MemoryConfig(db_path=f'{tmp}/recall.db', embed_model=model),
-                              embedder)
+        engine = MemoryEngine(MemoryConfig(db_path=f'{tmp}/recall.db', embed_model=model,
+                                           decider=decider), embedder)
         try:
             memory_of, folded, ingest_s = ingest(engine, corpus)
             shared = Counter(memory_of.values())
             folded_judged = len({k for rel in corpus.qrels.values() for k in rel
                                  if k in memory_of and shared[memory_of[k]] > 1})
+            # The decision layer may supersede an older memory with a newer one it updates;
+            # superseded memories leave default recall, so their documents cannot be found.
+            inactive = {row[0] for row in engine.db.reader().execute(
+                "SELECT id FROM memories WHERE status != 'active'")}
+            judged_inactive = len({k for rel in corpus.qrels.values() for k in rel
+                                   if memory_of.get(k) in inactive})
             modes = run_queries(engine, corpus, memory_of, queries)
         finally:
             engine.close()
     return {'docs': len(corpus.docs), 'stored': len(set(memory_of.values())),
             'folded_by_dedup': folded, 'judged_docs_sharing_a_memory': folded_judged,
+            'superseded_by_decider': len(inactive),
+            'judged_docs_superseded': judged_inactive,
             'queries': len(queries), 'ingest_s': ingest_s,
             'collections': len({c for _, c, _ in corpus.docs}), 'modes': modes,
             'embed_misses': embedder.misses}
@@ -161,9 +169,10 @@ def report(sets: dict[str, Any]) -> None:
                              g['MRR@10']])
     print_table('recall quality (category 5 = adversarial, not in overall)',
                 ['set', 'mode', 'queries', 'n', 'R@1', 'R@5', 'R@10', 'MRR@10'], rows)
-    print_table('ingest', ['set', 'docs', 'stored', 'folded by dedup', 'ingest s'],
-                [[n, r['docs'], r['stored'], r['folded_by_dedup'], r['ingest_s']]
-                 for n, r in sets.items()])
+    print_table('ingest', ['set', 'docs', 'stored', 'folded by dedup', 'superseded',
+                           'judged docs superseded', 'ingest s'],
+                [[n, r['docs'], r['stored'], r['folded_by_dedup'], r['superseded_by_decider'],
+                  r['judged_docs_superseded'], r['ingest_s']] for n, r in sets.items()])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -179,6 +188,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--limit', type=int, default=0, help='sample this many queries per set')
     parser.add_argument('--max-docs', type=int, default=0,
                         help='keep only the first N docs (smoke runs; qrels outside are dropped)')
+    parser.add_argument('--decider', default=MemoryConfig().decider,
+                        choices=('rules', 'llm', 'none'),
+                        help='decision layer used while ingesting (default: the engine default)')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--no-cache', action='store_true')
     parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
@@ -205,12 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.max_docs:
             corpus.docs = corpus.docs[:args.max_docs]
         results[name] = evaluate(name, corpus, real, args.model, args.limit, args.seed,
-                                 not args.no_cache)
+                                 not args.no_cache, args.decider)
         print(f'{name}: done', flush=True)
     report(results)
-    doc = {'model': args.model, 'eval_dir': str(args.eval), 'limit': args.limit,
-           'max_docs': args.max_docs, 'sets': results}
-    print(f'\nwrote {write_result(args.name or f"recall_{args.model}", doc, args.results)}')
+    doc = {'model': args.model, 'decider': args.decider, 'eval_dir': str(args.eval),
+           'limit': args.limit, 'max_docs': args.max_docs, 'sets': results}
+    name = args.name or f'recall_{args.model}' + (
+        f'_decider-{args.decider}' if args.decider != MemoryConfig().decider else '')
+    print(f'\nwrote {write_result(name, doc, args.results)}')
     return 0
 
 

@@ -48,7 +48,8 @@ def steps(args: argparse.Namespace) -> dict[str, list[list[str]]]:
         'dedup': [['dedup_quality.py', '--eval', ev, '--model', m, '--results', res]
                   for m in MODELS],
         'recall': [['recall_quality.py', '--eval', ev, '--model', m, '--results', res]
-                   for m in MODELS],
+                   for m in MODELS] + [['recall_quality.py', '--eval', ev, '--decider', 'none',
+                                        '--results', res]],
         'ingest': [['bench_ingest.py', '--results', res]],
         'embedder': [['bench_embedder.py', '--out', f'{res}/embedder.json']],
         'models': [['model_compare.py', '--eval', ev, '--out', f'{res}/model_compare.json']],
