@@ -20,6 +20,9 @@ from robotmem_ros.engine import text as textmod
 
 JACCARD_CANDIDATES = 5
 COSINE_CANDIDATES = 3
+# The collection-wide KNN fetches this many so the decision layer can reuse the neighbours
+# instead of scanning the vectors a second time; dedup itself looks at the top 3 (seed 000).
+NEIGHBOURS = 5
 SESSION_CANDIDATES = 20
 
 
@@ -31,6 +34,7 @@ class DedupVerdict:
     existing_id: int = 0
     similarity: float = 0.0
     similar: dict[int, float] = field(default_factory=dict)
+    neighbours: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def is_duplicate(self) -> bool:
@@ -56,12 +60,14 @@ def check(conn: Any, content: str, *, collection: str, session_id: str,
                                             '', JACCARD_CANDIDATES, 'jaccard', config, now):
         return verdict
     if vector is not None:
-        if _cosine_layer(conn, verdict, content, vector, collection, '', COSINE_CANDIDATES,
+        verdict.neighbours = store.vec_search(conn, vector, collection, NEIGHBOURS, type_='fact')
+        if _cosine_layer(conn, verdict, content, verdict.neighbours[:COSINE_CANDIDATES],
                          config.dedup_cosine_threshold, 'cosine', config):
             return verdict
         if session_id:
-            _cosine_layer(conn, verdict, content, vector, collection, session_id,
-                          SESSION_CANDIDATES, config.session_cosine_threshold,
+            hits = store.vec_search(conn, vector, collection, SESSION_CANDIDATES,
+                                    session_id=session_id, type_='fact')
+            _cosine_layer(conn, verdict, content, hits, config.session_cosine_threshold,
                           'session_cosine', config)
     elif session_id and query is not None:
         # Without an embedder the session layer falls back to Jaccard over the whole episode.
@@ -96,10 +102,9 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
     return False
 
 
-def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str, vector: np.ndarray,
-                  collection: str, session_id: str, k: int, threshold: float, method: str,
+def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str,
+                  hits: list[tuple[int, float]], threshold: float, method: str,
                   config: MemoryConfig) -> bool:
-    hits = store.vec_search(conn, vector, collection, k, session_id=session_id, type_='fact')
     contents = _contents(conn, [memory_id for memory_id, _ in hits])
     for memory_id, similarity in hits:
         if similarity >= threshold and not textmod.numbers_conflict(content, contents[memory_id]):

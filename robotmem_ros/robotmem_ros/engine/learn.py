@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from robotmem_ros.engine.engine import MemoryEngine
 
 RESERVED_CONTEXT_KEYS = ('category', 'confidence', 'kind', 'tags')
-DECIDER_NEIGHBOURS = 5
 
 
 @dataclass
@@ -89,7 +88,7 @@ class Learner:
                 return LearnResult(verdict.existing_id, 'duplicate', verdict.method,
                                    verdict.existing_id, verdict.similarity, similar,
                                    fact.labels.inferred)
-            peers = self._peers(conn, fact, similar)
+            peers = self._peers(conn, similar, verdict.neighbours)
         outcome = self._decide(fact, peers, now)
         merged_vectors = self._merged_vectors(outcome)
         with eng.db.write() as conn:
@@ -97,14 +96,13 @@ class Learner:
 
     # --- decision --------------------------------------------------------------------------
 
-    def _peers(self, conn: Any, fact: _Fact, similar: list[MemoryRecord]) -> list[Existing]:
+    def _peers(self, conn: Any, similar: list[MemoryRecord],
+               neighbours: list[tuple[int, float]]) -> list[Existing]:
         if self.decider is None:
             return []
         scores = {r.id: r.rrf_score for r in similar}
-        if fact.vector is not None:  # seed 001: vector prefilter with threshold 0.0
-            for memory_id, sim in store.vec_search(conn, fact.vector, fact.collection,
-                                                   DECIDER_NEIGHBOURS, type_='fact'):
-                scores.setdefault(memory_id, sim)
+        for memory_id, sim in neighbours:  # seed 001: vector prefilter with threshold 0.0
+            scores.setdefault(memory_id, sim)
         records = store.fetch_records(conn, list(scores))
         return [Existing(r.id, r.content, r.category, r.context, r.created_at, scores[r.id])
                 for r in records.values() if r.status == 'active']

@@ -2,7 +2,7 @@
 Recall pipeline (seed 004): BM25 + filtered KNN → RRF → weights → filters → top-k.
 
 Filters never starve results: when filtering leaves fewer than n, both channels are fetched
-deeper (up to ``max_fetch``) before giving up. KNN filters by collection, status and session
+once more at ``max_fetch`` depth before giving up. KNN filters by collection, status and session
 inside the vector index, so a superseded memory never takes a KNN slot.
 """
 
@@ -128,7 +128,9 @@ class Recaller:
             exhausted = len(bm) < fetch and len(vec) < fetch
             if len(kept) >= n or exhausted or fetch >= cfg.max_fetch:
                 break
-            fetch = min(fetch * 4, cfg.max_fetch)
+            # Both channels cost about a full scan whatever their depth (BM25 ranks every match,
+            # KNN is brute force), so the retry goes straight to the bound: at most two passes.
+            fetch = cfg.max_fetch
         for record in kept:
             half_life = (cfg.episodic_half_life_days if record.kind == 'episodic'
                          else cfg.semantic_half_life_days)
