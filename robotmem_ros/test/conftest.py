@@ -188,3 +188,21 @@ def wait_until(predicate: Callable[[], bool], timeout: float = READY_TIMEOUT_S) 
             return True
         time.sleep(0.05)
     return predicate()
+
+
+@pytest.fixture
+def engine(tmp_path: pathlib.Path) -> Iterator[Any]:
+    """Yield a BM25-only engine on a fresh file (engine tests)."""
+    from engine_helpers import make_engine
+    eng = make_engine(tmp_path)
+    yield eng
+    eng.close()
+
+
+@pytest.fixture
+def embedded(tmp_path: pathlib.Path) -> Iterator[Any]:
+    """Yield an engine with the real bundled MiniLM model on a fresh file."""
+    from engine_helpers import make_engine
+    eng = make_engine(tmp_path, embed=True)
+    yield eng
+    eng.close()

@@ -8,20 +8,6 @@ from robotmem_ros.engine.database import sqlite3
 from robotmem_ros.errors import ValidationError
 
 
-@pytest.fixture
-def engine(tmp_path):
-    eng = make_engine(tmp_path)
-    yield eng
-    eng.close()
-
-
-@pytest.fixture
-def embedded(tmp_path):
-    eng = make_engine(tmp_path, embed=True)
-    yield eng
-    eng.close()
-
-
 @pytest.mark.parametrize('insight, context, message', [
     ('', '', 'insight must not be empty'),
     ('   ', '', 'insight must not be empty'),

@@ -8,20 +8,6 @@ from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import ValidationError
 
 
-@pytest.fixture
-def engine(tmp_path):
-    eng = make_engine(tmp_path)
-    yield eng
-    eng.close()
-
-
-@pytest.fixture
-def embedded(tmp_path):
-    eng = make_engine(tmp_path, embed=True)
-    yield eng
-    eng.close()
-
-
 @pytest.mark.parametrize('kwargs, message', [
     ({'query': ''}, 'query must not be empty'),
     ({'query': 'cup', 'n': 101}, 'n must be between'),
