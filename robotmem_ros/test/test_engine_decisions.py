@@ -39,6 +39,10 @@ def test_contradiction_supersedes_and_keeps_history(engine, clock):
         'supersede', 'rules', 'grip force for ceramic cups is 12.5N')
     hits = engine.recall('grip force ceramic cups', n=10).memories
     assert [m.id for m in hits] == [result.memory_id]
+    new_events = engine.db.reader().execute(
+        'SELECT event, actor FROM history WHERE memory_id = ? ORDER BY id',
+        (result.memory_id,)).fetchall()
+    assert [tuple(e) for e in new_events] == [('create', 'engine'), ('decide', 'rules')]
 
 
 def test_belief_at_time_t(engine, clock):

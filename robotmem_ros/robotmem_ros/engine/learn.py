@@ -142,6 +142,10 @@ class Learner:
             return LearnResult(target, 'merged', 'decider', target, _score_of(similar, target),
                                similar, inferred)
         memory_id = self._insert(conn, fact, now)
+        if outcome is not None:  # audit why the decider let the fact in
+            store.add_history(conn, memory_id, 'decide', created_at=now, reason=outcome.reason,
+                              actor=outcome.decider, new_content=fact.content,
+                              details=outcome.to_dict())
         deletes = [a for a in (outcome.actions if outcome else ()) if a.kind == DELETE]
         superseded = [a.target_id for a in deletes
                       if self._supersede(conn, a, memory_id, outcome, now)]
