@@ -161,3 +161,16 @@ def test_vector_channel_respects_collection(embedded):
     embedded.learn('fragile parts need slow motion', collection='b')
     result = embedded.recall('delicate components movement speed', collection='a', n=10)
     assert {m.collection for m in result.memories} == {'a'}
+
+
+def test_latin_accents_are_kept(engine):
+    engine.learn('the robot waits at the café door')
+    assert engine.recall('café').total == 1
+    assert engine.recall('cafe').total == 0
+
+
+def test_chinese_query_is_segmented_like_the_index(engine):
+    engine.learn('机械臂抓取杯子时需要降低速度')
+    engine.learn('仓库门在晚上六点关闭')
+    hits = engine.recall('如何抓取杯子').memories
+    assert [m.content for m in hits] == ['机械臂抓取杯子时需要降低速度']
