@@ -8,7 +8,7 @@ document into an earlier, near-identical one; the folded document then counts as
 keeper is returned, and the number folded is reported.
 
 Formats: Cranfield-style (docs.jsonl doc_id/text, queries.jsonl qid/text, qrels.csv qid/doc_id)
-and LoCoMo (turns.jsonl with sample_id/dia_id/speaker/text stored as "speaker: text", one
+and LoCoMo (turns.jsonl with sample_id/dia_id/speaker/text stored as 'speaker said "text"', one
 collection per conversation; qa.jsonl questions; qrels.csv qid/sample_id/dia_id; category 5 is
 adversarial and reported apart).
 
@@ -54,6 +54,16 @@ def _jsonl(path: pathlib.Path) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def turn_text(speaker: str, text: str) -> str:
+    """
+    Store a dialogue turn with its speaker, who is often named in the questions.
+
+    Not "Speaker: text": the decision layer reads the part before ':' as the fact's facet, so
+    every turn of a speaker would supersede the speaker's previous turn.
+    """
+    return f'{speaker} said "{text}"'
+
+
 def load_corpus(docs: pathlib.Path, queries: pathlib.Path, qrels: pathlib.Path,
                 max_chars: int) -> Corpus:
     """Read either format (LoCoMo is recognised by its dia_id / question fields)."""
@@ -62,7 +72,7 @@ def load_corpus(docs: pathlib.Path, queries: pathlib.Path, qrels: pathlib.Path,
     if locomo:
         corpus = Corpus(
             [(f'{d["sample_id"]}/{d["dia_id"]}', d['sample_id'],
-              f'{d["speaker"]}: {d["text"]}'[:max_chars]) for d in doc_rows],
+              turn_text(d['speaker'], d['text'])[:max_chars]) for d in doc_rows],
             [(q['qid'], q['sample_id'], q['question'], f'category {q["category"]}')
              for q in query_rows])
     else:
