@@ -224,8 +224,10 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         where.append('m.session_id = :s')
     if type_:
         where.append('m.type = :t')
+    # CROSS JOIN pins the FTS table as the outer loop: with a plain JOIN the planner may walk
+    # idx_memories_collection and evaluate MATCH once per stored row (linear in the store).
     sql = (f'SELECT m.id, bm25(memories_fts) AS score FROM memories_fts '
-           f'JOIN memories m ON m.id = memories_fts.rowid WHERE {" AND ".join(where)} '
+           f'CROSS JOIN memories m ON m.id = memories_fts.rowid WHERE {" AND ".join(where)} '
            f'ORDER BY score LIMIT :lim')
     rows = conn.execute(sql, {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
                               's': session_id, 't': type_, 'lim': int(limit)}).fetchall()
