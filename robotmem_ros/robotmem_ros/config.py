@@ -74,10 +74,10 @@ class MemoryConfig:
     # --- write-time dedup --------------------------------------------------------------------
     dedup_jaccard_threshold: float = _p(0.70, 'Jaccard above which a new fact is a duplicate.',
                                         lo=0.0, hi=1.0)
-    dedup_cosine_threshold: float = _p(0.85, 'Cosine at or above which a new fact is a '
+    dedup_cosine_threshold: float = _p(0.95, 'Cosine at or above which a new fact is a '
                                        'duplicate (calibrated per model by bench).',
                                        lo=0.0, hi=1.0)
-    session_cosine_threshold: float = _p(0.85, 'Cosine for duplicates within one session.',
+    session_cosine_threshold: float = _p(0.95, 'Cosine for duplicates within one session.',
                                          lo=0.0, hi=1.0)
     similar_jaccard_min: float = _p(0.40, 'Jaccard from which a fact is reported as similar.',
                                     lo=0.0, hi=1.0)
@@ -85,9 +85,9 @@ class MemoryConfig:
                                    lo=0.0, hi=1.0)
 
     # --- consolidation and decay -------------------------------------------------------------
-    consolidation_threshold: float = _p(0.50, 'Pairwise Jaccard above which session facts are '
+    consolidation_threshold: float = _p(0.60, 'Pairwise Jaccard above which session facts are '
                                         'merged at end_session.', lo=0.0, hi=1.0)
-    consolidation_cosine_threshold: float = _p(0.70, 'Cosine at or above which session facts '
+    consolidation_cosine_threshold: float = _p(0.85, 'Cosine at or above which session facts '
                                                'are merged (when both are embedded).',
                                                lo=0.0, hi=1.0)
     consolidation_numeric_cosine_threshold: float = _p(

@@ -17,9 +17,9 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 BASE_NS = 1_700_000_000 * 10**9
 STEP_NS = 50_000_000            # 20 Hz, 50 messages = 2.5 s of robot time
 SESSIONS = ('bag-episode-mug', 'bag-episode-blocks')
-MUG_FACTS = ['Grasp the red mug by the handle and lift slowly over the tray',
-             'Grasp the red mug by the handle and lift slowly near the sink',
-             'Grasp the red mug by the handle and lift slowly above the table']
+MUG_FACTS = ['Grasp the red mug by the handle and lift slowly and steadily over the tray',
+             'Grasp the red mug by the handle and lift slowly and steadily near the sink',
+             'Grasp the red mug by the handle and lift slowly and steadily beside the table']
 
 
 def describe(i: int) -> str:

@@ -4,7 +4,8 @@ End-of-session consolidation (seed 000): complete-linkage clusters of a session'
 Two facts are similar when their Jaccard exceeds ``consolidation_threshold`` or, when both are
 embedded, their cosine reaches ``consolidation_cosine_threshold`` — relaxed to
 ``consolidation_numeric_cosine_threshold`` when both mention the same numeric values, a strong
-sign they describe the same parameter. Facts that mention different numbers are never similar.
+sign they describe the same parameter. Facts that differ in a number, a negation or an opposite
+word are never similar.
 
 Seed 000's own example (#1-#3 merge) has pairwise whitespace-Jaccard of 0, and still 0.25-0.43
 with our tokens; MiniLM-int8 cosines of the three pairs are 0.59 / 0.73 / 0.75, so the example
@@ -52,7 +53,7 @@ class Cluster:
 def similarity_fn(config: MemoryConfig) -> Callable[[Candidate, Candidate], float | None]:
     """Return sim(a, b): the similarity if the pair counts as similar, else None."""
     def sim(a: Candidate, b: Candidate) -> float | None:
-        if textmod.numbers_conflict(a.content, b.content):
+        if textmod.facts_conflict(a.content, b.content):
             return None
         jac = textmod.jaccard(textmod.jaccard_tokens(a.content),
                               textmod.jaccard_tokens(b.content))

@@ -2,7 +2,8 @@
 Write-time dedup pipeline (seed 000): exact → Jaccard → cosine → session.
 
 Runs on the writer connection inside the writer lock, so the check and the insert that follows
-are one atomic step. Every layer is number-aware: texts that mention different numbers are never
+are one atomic step. Every layer is number- and polarity-aware: texts that mention different
+numbers, or differ by a negation or an opposite word (left/right, open/closed), are never
 duplicates, whatever their overlap. Near misses — and number-conflicting look-alikes, which the
 decision layer needs to see contradictions — are collected as ``similar`` for the caller.
 """
@@ -92,7 +93,7 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
     for memory_id, _ in hits:
         other = contents[memory_id]
         similarity = textmod.jaccard(tokens, textmod.jaccard_tokens(other))
-        if similarity > config.dedup_jaccard_threshold and not textmod.numbers_conflict(
+        if similarity > config.dedup_jaccard_threshold and not textmod.facts_conflict(
                 content, other):
             verdict.method, verdict.existing_id, verdict.similarity = (
                 method, memory_id, similarity)
@@ -107,7 +108,7 @@ def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str,
                   config: MemoryConfig) -> bool:
     contents = _contents(conn, [memory_id for memory_id, _ in hits])
     for memory_id, similarity in hits:
-        if similarity >= threshold and not textmod.numbers_conflict(content, contents[memory_id]):
+        if similarity >= threshold and not textmod.facts_conflict(content, contents[memory_id]):
             verdict.method, verdict.existing_id, verdict.similarity = (
                 method, memory_id, similarity)
             return True

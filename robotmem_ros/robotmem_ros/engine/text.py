@@ -150,3 +150,45 @@ def numbers_conflict(a: str, b: str) -> bool:
     layer and no consolidation may fold one into the other.
     """
     return numbers_of(a) != numbers_of(b)
+
+
+# Pairs of words whose swap turns a fact into a different fact. States exclude each other
+# (a door cannot open both inward and outward): the decision layer reads such a swap as an
+# update. Positions and directions may both hold (a cup on the left shelf and one on the right):
+# never a duplicate, and never an update either.
+STATE_OPPOSITES = tuple(pair.split('/') for pair in (
+    'inward/outward open/closed opened/closed on/off enabled/disabled locked/unlocked '
+    'clockwise/counterclockwise full/empty true/false success/failure works/fails work/fail '
+    'safe/unsafe allowed/forbidden required/optional').split())
+DIRECTION_OPPOSITES = tuple(pair.split('/') for pair in (
+    'left/right up/down top/bottom front/back above/below before/after inside/outside '
+    'min/max minimum/maximum high/low higher/lower fast/slow faster/slower increase/decrease '
+    'more/less north/south east/west').split())
+_OPPOSITES = frozenset(frozenset(_stem(w.casefold()) for w in pair)
+                       for pair in STATE_OPPOSITES + DIRECTION_OPPOSITES)
+_NEGATIONS = frozenset('not no never cannot without nor don doesn didn isn aren wasn weren '
+                       'won shouldn mustn couldn wouldn 未 勿 别 无 非 不'.split())
+
+
+def _negated(tokens: Iterable[str]) -> bool:
+    return any(t in _NEGATIONS or t.startswith(('不', '没')) for t in tokens)
+
+
+def polarity_conflict(a: str, b: str) -> bool:
+    """
+    Return True when one text negates what the other states, or swaps an opposite word.
+
+    Near-identical wording is exactly where Jaccard and cosine fail: "the cup is on the left
+    shelf" and "... right shelf" score 0.78 Jaccard and 0.985 MiniLM cosine, yet they are two
+    facts (measured by the dedup benchmark).
+    """
+    ta, tb = set(tokenize(a)), set(tokenize(b))
+    if _negated(ta) != _negated(tb):
+        return True
+    only_a, only_b = ta - tb, tb - ta
+    return any(frozenset((x, y)) in _OPPOSITES for x in only_a for y in only_b)
+
+
+def facts_conflict(a: str, b: str) -> bool:
+    """Return True when the texts differ in a number, a negation or an opposite word."""
+    return numbers_conflict(a, b) or polarity_conflict(a, b)

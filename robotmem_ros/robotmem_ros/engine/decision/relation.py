@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from robotmem_ros.engine.decision.facet import Parsed
 from robotmem_ros.engine.decision.quantity import Quantity
+from robotmem_ros.engine.text import STATE_OPPOSITES
 
 SAME = 'same'
 REFINES = 'refines'
@@ -22,11 +23,9 @@ UNRELATED = 'unrelated'
 # Context keys that scope a fact: 12.5 N in simulation does not contradict 14 N on hardware.
 SCOPE_KEYS = ('sim_or_real', 'robot_id', 'robot', 'embodiment')
 _MIN_SHARED = 0.5
-# States that exclude each other; a swap between them is an update, not a second fact.
-_ANTONYMS = frozenset(frozenset(pair.split('/')) for pair in (
-    'inward/outward open/closed opened/closed on/off enabled/disabled locked/unlocked '
-    'clockwise/counterclockwise full/empty up/down above/below true/false success/failure '
-    'works/fails work/fail safe/unsafe allowed/forbidden required/optional').split())
+# States that exclude each other: a swap between them is an update, not a second fact.
+# Directions (left/right, up/down) may both hold and are kept as two facts.
+_ANTONYMS = frozenset(frozenset(pair) for pair in STATE_OPPOSITES)
 _SHORT_VALUE = 3
 
 
