@@ -156,9 +156,25 @@ def publish_for(client: Client, topic: str, qos: Any, seconds: float, rate: floa
         stamp = time.time()
         msg.header.stamp.sec = int(stamp)
         msg.header.stamp.nanosec = int((stamp % 1) * 1e9)
-        pub.publish(msg)
+        _publish_with_backoff(pub, msg)
     client.node.destroy_publisher(pub)
     return sent
+
+
+def _publish_with_backoff(pub: Any, msg: Any) -> None:
+    """
+    Publish, waiting while a RELIABLE writer's history is full of unacknowledged samples.
+
+    Fast DDS refuses the write ("cannot publish data") once its blocking time runs out; a real
+    sensor driver would back off too, and the message then counts as published when it goes.
+    """
+    from rclpy._rclpy_pybind11 import RCLError
+    while True:
+        try:
+            pub.publish(msg)
+            return
+        except RCLError:
+            time.sleep(0.005)
 
 
 def run_case(client: Client, work: pathlib.Path, qos: str, rate: float,
