@@ -4,7 +4,7 @@ Embedder speed: single-sentence latency, batch throughput, load time and memory.
 Each (model, threads) case runs in a fresh subprocess so load time and RSS are not flattered by
 an earlier case. Prints a table and writes bench/results/embedder.json.
 
-    python bench/bench_embedder.py [--models minilm-l6-int8 use-multilingual-int8]
+    python bench/bench_embedder.py [--models minilm-l6-dq use-multilingual-int8]
                                    [--threads 1 2] [--model-dir DIR ...]
 """
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / 'robotmem_ros'))
 from robotmem_ros.config import MemoryConfig  # noqa: E402
 from robotmem_ros.embedding import load_embedder  # noqa: E402
 
-BUNDLED = ['minilm-l6-int8', 'use-multilingual-int8']
+BUNDLED = ['minilm-l6-int8', 'minilm-l6-dq', 'use-multilingual-int8']
 
 
 def robot_sentences(n: int) -> list[str]:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / 'robotmem_ros'))
 from robotmem_ros.config import MemoryConfig  # noqa: E402
 from robotmem_ros.embedding import Embedder, load_embedder  # noqa: E402
 
-BUNDLED = ['minilm-l6-int8', 'use-multilingual-int8']
+BUNDLED = ['minilm-l6-int8', 'minilm-l6-dq', 'use-multilingual-int8']
 ZH_SETS = ['LCQMC', 'BQ', 'ATEC', 'PAWSX']
 TARGET_PRECISION = 0.95
 

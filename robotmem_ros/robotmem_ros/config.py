@@ -55,7 +55,7 @@ class MemoryConfig:
     # --- embedding ---------------------------------------------------------------------------
     embed_backend: str = _p('onnx', 'Embedding backend; "none" runs BM25-only.',
                             choices=('onnx', 'none'), read_only=True)
-    embed_model: str = _p('minilm-l6-int8', 'Bundled model name (ignored when model_dir is '
+    embed_model: str = _p('minilm-l6-dq', 'Bundled model name (ignored when model_dir is '
                           'set).', read_only=True)
     model_dir: str = _p('', 'Directory with model.onnx + tokenizer.json of a user model.',
                         read_only=True)

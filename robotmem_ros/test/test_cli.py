@@ -79,9 +79,10 @@ def test_usage_errors_exit_2(built):
 def test_stats(built, tmp_path):
     stats = cli_json(built['db'], 'stats')
     assert stats['memories_total'] == 11 and stats['by_type'] == {'perception': 8, 'fact': 3}
-    assert stats['model_id'] == 'minilm-l6-int8' and stats['sessions']['ended'] == 1
+    model = MemoryConfig().embed_model
+    assert stats['model_id'] == model and stats['sessions']['ended'] == 1
     table = cli(built['db'], 'stats').stdout
-    assert 'by category' in table and 'minilm-l6-int8' in table
+    assert 'by category' in table and model in table
     one_line_error(cli(tmp_path / 'none.db', 'stats', rc=1), 'no database at')
     assert not (tmp_path / 'none.db').exists()
 
