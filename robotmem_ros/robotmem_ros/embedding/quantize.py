@@ -110,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f'models directory (default {model_store.install_dir()})')
     parser.add_argument('--force', action='store_true', help='rebuild even if present')
     args = parser.parse_args(argv)
-    # quantize_dynamic logs a line per tensor at INFO: keep ours only.
-    logging.basicConfig(level=logging.WARNING, format='[quantize] %(message)s')
+    # quantize_dynamic logs a line per tensor and generic advice: keep ours (the pinned hash
+    # catches what matters).
+    logging.basicConfig(level=logging.ERROR, format='[quantize] %(message)s')
     logger.setLevel(logging.INFO)
     try:
         build(args.out_dir or model_store.install_dir(), args.force)
