@@ -296,7 +296,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--queries', type=int, default=50, help='recall calls per repeat')
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--session-size', type=int, default=1000)
-    parser.add_argument('--model', default='minilm-l6-int8')
+    parser.add_argument('--model', default=MemoryConfig().embed_model)
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--no-cache', action='store_true',
                         help='do not read/write the fill-vector cache')

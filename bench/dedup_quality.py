@@ -3,8 +3,10 @@ How well the write-time dedup layers tell "same fact" from "different fact" on l
 
 For each pair: the Jaccard layer's similarity (``text.jaccard_tokens``), the cosine layer's (the
 configured embedder; only where the model can read both texts, as in the engine), their
-number-aware forms (pairs mentioning different numbers score 0 / -1, as in the engine), and the
-engine's full "is duplicate?" decision (exact → Jaccard → cosine, number-aware, thresholds from
+conflict-aware forms (keys ``*_number_aware``: pairs that mention different numbers or differ in
+polarity — a negation or an opposite word — score 0 / -1, as ``text.facts_conflict`` makes the
+engine do), and the engine's full "is duplicate?" decision (exact → Jaccard → cosine,
+conflict-aware, thresholds from
 ``MemoryConfig`` defaults). Printed per set: ROC-AUC per layer, precision / recall / F1 at the
 configured thresholds, and the threshold that reaches precision >= 0.95, picked on the tune split
 (train / dev / valid) and scored on the test split.
@@ -79,7 +81,8 @@ class PairScorer:
         """Arrays over the pairs: jaccard, cosine (nan when unreadable), conflict, exact."""
         jac = np.array([textmod.jaccard(textmod.jaccard_tokens(a), textmod.jaccard_tokens(b))
                         for a, b in pairs])
-        conflict = np.array([textmod.numbers_conflict(a, b) for a, b in pairs])
+        conflict = np.array([textmod.facts_conflict(a, b) for a, b in pairs])
+        polarity = np.array([textmod.polarity_conflict(a, b) for a, b in pairs])
         exact = np.array([textmod.content_hash(a) == textmod.content_hash(b) for a, b in pairs])
         numbers = np.array([bool(textmod.numbers_of(a)) for a, _ in pairs])
         cos = np.full(len(pairs), np.nan)
@@ -92,7 +95,8 @@ class PairScorer:
             for i, (a, b) in enumerate(pairs):
                 if a in vectors and b in vectors:
                     cos[i] = float(np.dot(vectors[a], vectors[b]))
-        return {'jaccard': jac, 'cosine': cos, 'conflict': conflict, 'exact': exact,
+        return {'jaccard': jac, 'cosine': cos, 'conflict': conflict, 'polarity': polarity,
+                'exact': exact,
                 'same_numbers': numbers & ~conflict}
 
 
@@ -137,7 +141,8 @@ def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
     out: dict[str, Any] = {'pairs': len(pairs), 'duplicates': int(labels.sum()),
                            'dropped_middle_scores': dropped,
                            'readable_share': float((~np.isnan(s['cosine'])).mean()),
-                           'number_conflicts': int(s['conflict'].sum()),
+                           'conflicts': int(s['conflict'].sum()),
+                           'polarity_conflicts': int(s['polarity'].sum()),
                            'same_numbers': int(s['same_numbers'].sum()), 'layers': {},
                            'hist': {}, 'pr': {}}
     tuned: dict[str, float | None] = {}
@@ -214,8 +219,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--dataset', default='', help='dataset column filter for --pairs')
     parser.add_argument('--sets', default=','.join(SETS), help='standard sets to run')
     parser.add_argument('--eval', type=pathlib.Path, default=DEFAULT_EVAL)
-    parser.add_argument('--model', default='minilm-l6-int8',
-                        help='bundled model for the cosine layer (minilm-l6-int8, '
+    parser.add_argument('--model', default=MemoryConfig().embed_model,
+                        help='bundled model for the cosine layer (minilm-l6-dq, minilm-l6-int8, '
                              'use-multilingual-int8) or "none"')
     parser.add_argument('--limit', type=int, default=0, help='subsample pairs per split')
     parser.add_argument('--seed', type=int, default=0)
@@ -229,8 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Score every requested pair set and write the JSON."""
     args = parse_args(argv)
     quiet_logs()
-    config = MemoryConfig(embed_model=args.model if args.model != 'none' else 'minilm-l6-int8',
-                          embed_backend='none' if args.model == 'none' else 'onnx')
+    default = MemoryConfig()
+    config = default.replace(embed_model=args.model if args.model != 'none' else
+                             default.embed_model,
+                             embed_backend='none' if args.model == 'none' else 'onnx')
     embedder = load_embedder(config) if args.model != 'none' else None
     scorer = PairScorer(embedder, config, use_cache=not args.no_cache)
     if args.pairs:

@@ -194,7 +194,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--eval', type=pathlib.Path, default=DEFAULT_EVAL)
     parser.add_argument('--sets', default='cranfield,locomo',
                         help='standard sets under --eval (used when --docs is not given)')
-    parser.add_argument('--model', default='minilm-l6-int8')
+    parser.add_argument('--model', default=MemoryConfig().embed_model)
     parser.add_argument('--limit', type=int, default=0, help='sample this many queries per set')
     parser.add_argument('--max-docs', type=int, default=0,
                         help='keep only the first N docs (smoke runs; qrels outside are dropped)')
