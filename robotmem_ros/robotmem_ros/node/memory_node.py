@@ -30,6 +30,7 @@ from robotmem_ros.node import conversions as conv
 from robotmem_ros.node import log_bridge
 from robotmem_ros.node.parameters import declare_config_parameters, make_set_callback
 from robotmem_ros.node.perception_ingest import PerceptionIngest
+from robotmem_ros.node.perception_receiver import PerceptionReceiver
 from robotmem_ros.node.status import StatusReporter
 
 NODE_NAME = 'robotmem'
@@ -56,6 +57,7 @@ class MemoryNode(Node):
         self._log_handler = log_bridge.install(self.get_logger())
         self._engine: MemoryEngine | None = None
         self._ingest: PerceptionIngest | None = None
+        self._receiver: PerceptionReceiver | None = None
         try:
             self._start()
         except BaseException:
@@ -88,9 +90,7 @@ class MemoryNode(Node):
             self.create_service(srv_type, name, self._guarded(name, handler, group is writes),
                                 callback_group=group)
         self._ingest.start()
-        self.create_subscription(PerceptionData, 'perception', self._on_perception,
-                                 perception_qos(config),
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self._receiver = PerceptionReceiver(self, perception_qos(config), self._on_perception)
         self.create_timer(EMBED_PERIOD_S, self._embed_pending,
                           callback_group=MutuallyExclusiveCallbackGroup())
         timers = MutuallyExclusiveCallbackGroup()
@@ -204,6 +204,9 @@ class MemoryNode(Node):
 
     # --- shutdown -------------------------------------------------------------------------------
     def _shutdown_engine(self) -> None:
+        if self._receiver is not None:
+            self._receiver.close()
+            self._receiver = None
         if self._ingest is not None:
             self._ingest.stop()
             self._ingest = None
