@@ -14,10 +14,12 @@ import subprocess
 import sys
 
 import pytest
+from robotmem_ros.config import MemoryConfig
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN_ALL = REPO / 'bench' / 'run_all.py'
 EVAL = (REPO / '..' / 'shared' / 'eval').resolve()
+MODEL = MemoryConfig().embed_model
 
 
 def _finite(value):
@@ -62,7 +64,7 @@ def test_engine_results_have_latencies_sizes_and_rss(smoke_results):
 
 @pytest.mark.skipif(not EVAL.exists(), reason='eval data not present')
 def test_dedup_results_have_auc_prf_and_curves(smoke_results):
-    doc = _load(smoke_results, 'dedup_minilm-l6-int8')
+    doc = _load(smoke_results, f'dedup_{MODEL}')
     mrpc = doc['sets']['mrpc']
     assert 0.5 < mrpc['layers']['jaccard']['auc'] <= 1.0
     assert 0.5 < mrpc['layers']['cosine']['auc'] <= 1.0
@@ -80,7 +82,7 @@ def test_dedup_results_have_auc_prf_and_curves(smoke_results):
 
 @pytest.mark.skipif(not EVAL.exists(), reason='eval data not present')
 def test_recall_results_have_all_modes(smoke_results):
-    doc = _load(smoke_results, 'recall_minilm-l6-int8')
+    doc = _load(smoke_results, f'recall_{MODEL}')
     for name in ('cranfield', 'locomo'):
         result = doc['sets'][name]
         assert result['stored'] + result['folded_by_dedup'] >= result['stored'] > 0
@@ -96,7 +98,7 @@ def test_thresholds_and_plots_are_written(smoke_results):
     pngs = {p.name for p in smoke_results.glob('*.png')}
     assert 'latency_vs_n.png' in pngs
     if EVAL.exists():
-        assert {'dedup_minilm-l6-int8_hist.png', 'dedup_minilm-l6-int8_pr.png',
-                'recall_minilm-l6-int8.png'} <= pngs
+        assert {f'dedup_{MODEL}_hist.png', f'dedup_{MODEL}_pr.png',
+                f'recall_{MODEL}.png'} <= pngs
     for png in pngs:
         assert (smoke_results / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
