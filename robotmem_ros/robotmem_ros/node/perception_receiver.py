@@ -30,8 +30,9 @@ class PerceptionReceiver:
         # The topic is resolved by the parent, so remaps given for the memory node apply; the
         # internal node ignores global arguments so `-r __node:=...` cannot rename it too.
         topic = parent.resolve_topic_name('perception')
-        self._node = Node(f'{parent.get_name()}_perception', context=parent.context,
-                          use_global_arguments=False, start_parameter_services=False)
+        self._node = Node(f'{parent.get_name()}_perception', namespace=parent.get_namespace(),
+                          context=parent.context, use_global_arguments=False,
+                          start_parameter_services=False)
         self._node.create_subscription(PerceptionData, topic, on_message, qos)
         self._executor = SingleThreadedExecutor(context=parent.context)
         self._executor.add_node(self._node)
