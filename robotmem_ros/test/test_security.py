@@ -276,7 +276,12 @@ def socket_counts(pid: int) -> dict[str, int]:
 
 
 def test_node_opens_no_socket_beyond_a_plain_ros_node(node):
-    """Memory node sockets == a bare rclpy node's sockets (DDS only); no TCP listener."""
+    """
+    Memory node sockets <= two bare rclpy nodes' sockets (DDS only); no TCP listener.
+
+    The node has two DDS participants: its own and the perception receiver's (a context of its
+    own, see node/perception_receiver.py).
+    """
     env = dict(os.environ)
     bare = subprocess.Popen(
         [sys.executable, '-c', 'import rclpy, sys; rclpy.init(); '
@@ -290,7 +295,7 @@ def test_node_opens_no_socket_beyond_a_plain_ros_node(node):
         bare.wait(30)
     found = socket_counts(node.proc.pid)
     assert found['tcp_listen'] == 0 and found['tcp'] == 0, found
-    assert found['udp'] <= expected['udp'], (found, expected)
+    assert found['udp'] <= 2 * expected['udp'], (found, expected)
     domain = int(os.environ.get('ROS_DOMAIN_ID', '0'))
     ports = {c.laddr.port for c in psutil.Process(node.proc.pid).net_connections(kind='udp')}
     assert any(7400 + 250 * domain <= p < 7650 + 250 * domain for p in ports), ports

@@ -11,7 +11,7 @@ decision layer needs to see contradictions — are collected as ``similar`` for 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -90,28 +90,32 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
     hits = store.fts_search(conn, query, collection, limit, now=now, session_id=session_id,
                             type_='fact')
     contents = _contents(conn, [memory_id for memory_id, _ in hits])
-    for memory_id, _ in hits:
-        other = contents[memory_id]
-        similarity = textmod.jaccard(tokens, textmod.jaccard_tokens(other))
-        if similarity > config.dedup_jaccard_threshold and not textmod.facts_conflict(
-                content, other):
-            verdict.method, verdict.existing_id, verdict.similarity = (
-                method, memory_id, similarity)
-            return True
-        if similarity >= config.similar_jaccard_min:
-            verdict.note_similar(memory_id, similarity)
-    return False
+    scored = [(memory_id, textmod.jaccard(tokens, textmod.jaccard_tokens(contents[memory_id])))
+              for memory_id, _ in hits]
+    # Seed 000: Jaccard must exceed its threshold; cosine only has to reach its own.
+    return _judge(verdict, content, scored, contents,
+                  lambda sim: sim > config.dedup_jaccard_threshold,
+                  config.similar_jaccard_min, method)
 
 
 def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str,
                   hits: list[tuple[int, float]], threshold: float, method: str,
                   config: MemoryConfig) -> bool:
     contents = _contents(conn, [memory_id for memory_id, _ in hits])
-    for memory_id, similarity in hits:
-        if similarity >= threshold and not textmod.facts_conflict(content, contents[memory_id]):
+    return _judge(verdict, content, hits, contents, lambda sim: sim >= threshold,
+                  config.similar_cosine_min, method)
+
+
+def _judge(verdict: DedupVerdict, content: str, scored: list[tuple[int, float]],
+           contents: dict[int, str], is_duplicate: Callable[[float], bool],
+           similar_min: float, method: str) -> bool:
+    """Record the first conflict-free duplicate in ``verdict``; note near misses on the way."""
+    for memory_id, similarity in scored:
+        other = contents[memory_id]
+        if is_duplicate(similarity) and not textmod.facts_conflict(content, other):
             verdict.method, verdict.existing_id, verdict.similarity = (
                 method, memory_id, similarity)
             return True
-        if similarity >= config.similar_cosine_min:
+        if similarity >= similar_min:
             verdict.note_similar(memory_id, similarity)
     return False

@@ -14,6 +14,8 @@ import time
 from typing import Any, Callable, Sequence
 import uuid
 
+import numpy as np
+
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import (consolidation, doctor, maintenance, reindex, store,
                                  transfer)
@@ -248,7 +250,6 @@ class MemoryEngine:
     def _session_vectors(self, session_id: str) -> dict[int, Any]:
         if not self.embedding.usable:
             return {}
-        import numpy as np
         rows = self.db.reader().execute(
             'SELECT v.memory_id, v.embedding FROM memories_vec v JOIN memories m '
             'ON m.id = v.memory_id WHERE m.session_id = ?', (session_id,)).fetchall()

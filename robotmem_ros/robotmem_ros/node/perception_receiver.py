@@ -6,6 +6,10 @@ took 61 (spin) to 1,062 (spin_once loop) of 4,000 messages published at 500/s â€
 lost in DDS â€” while a SingleThreadedExecutor took all 4,000. The services stay on the main
 node's MultiThreadedExecutor (Recall must run beside writes); the stream gets a thread of its
 own that does nothing but hand messages to the ingest buffer.
+
+That thread runs in a context of its own, which no signal handler shuts down: a wait set still
+in flight while SIGINT tore down a shared context crashed the process (SIGSEGV, about one stop in
+five). Here the thread stops first, then its context is closed.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
+from rclpy.signals import SignalHandlerOptions
 from robotmem_msgs.msg import PerceptionData
 
 SPIN_TIMEOUT_S = 0.2
@@ -30,11 +37,13 @@ class PerceptionReceiver:
         # The topic is resolved by the parent, so remaps given for the memory node apply; the
         # internal node ignores global arguments so `-r __node:=...` cannot rename it too.
         topic = parent.resolve_topic_name('perception')
+        self._context = Context()
+        rclpy.init(context=self._context, signal_handler_options=SignalHandlerOptions.NO)
         self._node = Node(f'{parent.get_name()}_perception', namespace=parent.get_namespace(),
-                          context=parent.context, use_global_arguments=False,
+                          context=self._context, use_global_arguments=False,
                           start_parameter_services=False)
         self._node.create_subscription(PerceptionData, topic, on_message, qos)
-        self._executor = SingleThreadedExecutor(context=parent.context)
+        self._executor = SingleThreadedExecutor(context=self._context)
         self._executor.add_node(self._node)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name='robotmem-perception',
@@ -42,11 +51,8 @@ class PerceptionReceiver:
         self._thread.start()
 
     def _spin(self) -> None:
-        try:
-            while not self._stop.is_set() and self._node.context.ok():
-                self._executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
-        except ExternalShutdownException:
-            pass  # the process is shutting down; close() still runs from the main thread
+        while not self._stop.is_set():
+            self._executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
     def close(self) -> None:
         """Stop receiving (idempotent); buffered messages are flushed by the ingest."""
@@ -56,3 +62,4 @@ class PerceptionReceiver:
         self._thread.join(JOIN_TIMEOUT_S)
         self._executor.shutdown()
         self._node.destroy_node()
+        self._context.try_shutdown()
