@@ -204,9 +204,7 @@ class MemoryNode(Node):
 
     # --- shutdown -------------------------------------------------------------------------------
     def _shutdown_engine(self) -> None:
-        if self._receiver is not None:
-            self._receiver.close()
-            self._receiver = None
+        self.stop_receiving()
         if self._ingest is not None:
             self._ingest.stop()
             self._ingest = None
@@ -214,6 +212,12 @@ class MemoryNode(Node):
             self._engine.close()
             self._engine = None
         log_bridge.uninstall(self._log_handler)
+
+    def stop_receiving(self) -> None:
+        """Stop the perception thread; must happen before any executor shuts down."""
+        if self._receiver is not None:
+            self._receiver.close()
+            self._receiver = None
 
     def destroy_node(self) -> None:
         """Flush buffered perceptions and close the store, then tear down ROS entities."""
@@ -243,6 +247,10 @@ def _run(args: list[str] | None) -> int:
             if rclpy.ok():  # a real bug, not a signal racing the start-up
                 raise
         finally:
+            # The perception thread waits on DDS; an executor shutting down beside that wait
+            # crashed the process (SIGSEGV), so it stops first.
+            if node is not None:
+                node.stop_receiving()
             executor.shutdown()
             if node is not None:
                 node.destroy_node()

@@ -7,9 +7,9 @@ lost in DDS — while a SingleThreadedExecutor took all 4,000. The services stay
 node's MultiThreadedExecutor (Recall must run beside writes); the stream gets a thread of its
 own that does nothing but hand messages to the ingest buffer.
 
-That thread runs in a context of its own, which no signal handler shuts down: a wait set still
-in flight while SIGINT tore down a shared context crashed the process (SIGSEGV, about one stop in
-five). Here the thread stops first, then its context is closed.
+That thread runs in a context of its own: waiting on the node's shared context while SIGINT
+tore it down crashed the process (SIGSEGV, about one stop in five). rclpy's signal handler still
+shuts this context down too, which the thread sees as ExternalShutdownException and ends on.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Callable
 
 import rclpy
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
@@ -51,8 +51,11 @@ class PerceptionReceiver:
         self._thread.start()
 
     def _spin(self) -> None:
-        while not self._stop.is_set():
-            self._executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+        try:
+            while not self._stop.is_set():
+                self._executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+        except ExternalShutdownException:
+            pass  # rclpy's signal handler shuts every context down; close() still runs
 
     def close(self) -> None:
         """Stop receiving (idempotent); buffered messages are flushed by the ingest."""
