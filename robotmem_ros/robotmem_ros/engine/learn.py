@@ -127,6 +127,7 @@ class Learner:
         inferred = dict(fact.labels.inferred)
         if outcome is not None:
             inferred['decision'] = outcome.to_dict()
+            similar = _with_withheld(conn, similar, outcome.withheld, peers)
         if outcome is not None and outcome.decision == SKIP and outcome.actions == ():
             best = sorted(peers, key=lambda e: -e.similarity)
             target = _first_active(conn, [e.id for e in best]) or 0
@@ -210,6 +211,14 @@ def _similar_records(conn: Any, similar: dict[int, float]) -> list[MemoryRecord]
     for record in records.values():
         record.rrf_score = similar[record.id]
     return sorted(records.values(), key=lambda r: (-r.rrf_score, r.id))
+
+
+def _with_withheld(conn: Any, similar: list[MemoryRecord], withheld: tuple[int, ...],
+                   peers: list[Existing]) -> list[MemoryRecord]:
+    """Add the memories the guard kept from being rewritten: the caller decides about them."""
+    scores = {e.id: e.similarity for e in peers if e.id in withheld}
+    missing = {i: s for i, s in scores.items() if i not in {r.id for r in similar}}
+    return similar + _similar_records(conn, missing) if missing else similar
 
 
 def _reinforce(conn: Any, memory_id: int, why: str, now: float) -> None:
