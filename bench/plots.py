@@ -20,8 +20,8 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402,I100 - the backend must be chosen first
 
 LAYER_LABEL = {'jaccard': 'Jaccard', 'cosine': 'cosine',
-               'jaccard_number_aware': 'Jaccard (conflict-aware)',
-               'cosine_number_aware': 'cosine (conflict-aware)',
+               'jaccard_guarded': 'Jaccard (guarded)',
+               'cosine_guarded': 'cosine (guarded)',
                'cosine_same_numbers': 'cosine, same numbers only'}
 CONFIG_KEY = {'jaccard': 'dedup_jaccard_threshold', 'cosine': 'dedup_cosine_threshold'}
 
@@ -91,7 +91,7 @@ def dedup_hist_plot(doc: dict[str, Any], out: pathlib.Path,
 
 
 def dedup_pr_plot(doc: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
-    """Precision-recall curves of the conflict-aware layers (numbers, polarity) per set."""
+    """Precision-recall curves of the guarded layers (judgment.difference) per set."""
     sets = doc['sets']
     cols = 3
     rows = (len(sets) + cols - 1) // cols

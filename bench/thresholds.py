@@ -74,16 +74,16 @@ def recommend(results: pathlib.Path) -> dict[str, Any]:
             evidence[name] = {
                 'tuned_jaccard': r.get('tuned', {}).get('dedup_jaccard_threshold'),
                 'tuned_cosine': r.get('tuned', {}).get('dedup_cosine_threshold'),
-                'consolidation_jaccard_p90': curve_threshold(pr['jaccard_number_aware'],
+                'consolidation_jaccard_p90': curve_threshold(pr['jaccard_guarded'],
                                                              CONSOLIDATION_PRECISION),
-                'consolidation_cosine_p90': curve_threshold(pr['cosine_number_aware'],
+                'consolidation_cosine_p90': curve_threshold(pr['cosine_guarded'],
                                                             CONSOLIDATION_PRECISION),
                 'numeric_cosine_p90': curve_threshold(pr['cosine_same_numbers'],
                                                       CONSOLIDATION_PRECISION),
                 'precision_at_shipped_consolidation_jaccard': curve_precision(
-                    pr['jaccard_number_aware'], cfg.consolidation_threshold),
+                    pr['jaccard_guarded'], cfg.consolidation_threshold),
                 'precision_at_shipped_consolidation_cosine': curve_precision(
-                    pr['cosine_number_aware'], cfg.consolidation_cosine_threshold),
+                    pr['cosine_guarded'], cfg.consolidation_cosine_threshold),
                 'precision_at_shipped_numeric_cosine': curve_precision(
                     pr['cosine_same_numbers'], cfg.consolidation_numeric_cosine_threshold)}
         doc['evidence'][model] = evidence
