@@ -107,7 +107,7 @@ speaker note event alert warning error info debug audio microphone mic tactile f
 obstacle
 """.split())
 _PREFIX = re.compile(r'^\s*([^\W\d][\w .\'-]{0,39}?)\s*[:：]\s+(?=\S)')
-_STATEMENT_MIN_WORDS = 4
+_STATEMENT_MIN_WORDS = 3
 _PRONOUNS = frozenset('i we you he she they it my our your his her their me us'.split())
 
 # Verbs that make a text a record of something that happened or was sensed.
@@ -155,16 +155,19 @@ def split_source(text: str) -> tuple[str, str]:
 
     A prefix is a source when it is a known source word (``vision``, ``lidar``, ``robot``) or a
     name, written with a capital, followed by a statement of its own (``Caroline: I went to the
-    park``). ``grip_force: 12 N`` or ``gripper status: closed`` keep their prefix: it is the
+    park``, ``Gina: Wow!``: three words or more, a pronoun, an exclamation or question, or no
+    word at all) rather than a short value. ``grip_force: 12 N`` or ``gripper status: closed`` keep their prefix: it is the
     attribute the fact states.
     """
     match = _PREFIX.match(text)
     if not match:
         return '', text
     name, rest = match.group(1).strip(), text[match.end():]
-    words = rest.split()
-    statement = (len(words) >= _STATEMENT_MIN_WORDS
-                 or any(w.strip('.,!?').casefold() in _PRONOUNS for w in words))
+    words = [re.sub(r"'(?:s|m|re|ll|ve|d)$", '', w.strip('.,!?;:()"').casefold())
+             for w in rest.split()]
+    statement = (len(words) >= _STATEMENT_MIN_WORDS or rest.rstrip().endswith(('!', '?'))
+                 or any(w in _PRONOUNS for w in words)
+                 or not any(w.isalpha() for w in words))
     key = name.casefold()
     if key in SOURCES or (' ' not in key and key.split('_')[0] in SOURCES and statement):
         return name, rest

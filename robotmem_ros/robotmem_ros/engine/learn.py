@@ -129,12 +129,12 @@ class Learner:
             inferred['decision'] = outcome.to_dict()
             similar = _with_withheld(conn, similar, outcome.withheld, peers)
         if outcome is not None and outcome.decision == SKIP and outcome.actions == ():
-            best = sorted(peers, key=lambda e: -e.similarity)
-            target = _first_active(conn, [e.id for e in best]) or 0
+            target = _first_active(conn, [outcome.repeats]) or 0
             if target:
                 _reinforce(conn, target, f'decider {outcome.decider}: {outcome.reason}', now)
-                return LearnResult(target, 'duplicate', 'decider', target, best[0].similarity,
-                                   similar, inferred)
+                score = next(e.similarity for e in peers if e.id == target)
+                return LearnResult(target, 'duplicate', 'decider', target, score, similar,
+                                   inferred)
         merges = [a for a in (outcome.actions if outcome else ()) if a.kind == MERGE]
         applied = [a for a in merges if self._merge(conn, a, outcome, merged_vectors, now)]
         if applied:

@@ -6,7 +6,9 @@ MERGE it into a stored memory, or to DELETE (supersede) a stored memory. Each hi
 a fact, so each needs evidence from the two texts themselves:
 
 * SKIP: the candidate restates the stored memory (``judgment.restates``: no new content word,
-  nothing in conflict, same source, same roles) or is the same fact in other words;
+  nothing in conflict, same source, same roles) or is the same fact in other words; a record
+  (a conversation turn, a detection) only when it is the same record in other words — "Gina:
+  It was great!" says less than an earlier "Gina: ... great ..." turn, yet is a turn of its own;
 * MERGE: the rules read the pair as the same facet refined or updated, and neither text is a
   record;
 * DELETE: the rules read the pair as the same attribute of the same subject with a conflicting
@@ -27,10 +29,12 @@ from robotmem_ros.engine.decision.types import Candidate, DELETE, Existing, MERG
 
 def skip_refusal(candidate: Candidate, peer: Existing) -> str:
     """Why ``candidate`` may not be dropped as a repeat of ``peer``; '' when it may."""
-    if judgment.restates(peer.text, candidate.text) or judgment.same_fact(peer.text,
-                                                                          candidate.text):
+    why = judgment.difference(peer.text, candidate.text)
+    if not why:
         return ''
-    return f'#{peer.id} does not already say this ({judgment.difference(peer.text, candidate.text)})'
+    if not judgment.is_record(candidate.text) and judgment.restates(peer.text, candidate.text):
+        return ''
+    return f'#{peer.id} does not already say this ({why})'
 
 
 def action_refusal(kind: str, candidate: Candidate, peer: Existing) -> str:

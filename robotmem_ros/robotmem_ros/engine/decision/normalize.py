@@ -49,13 +49,15 @@ def normalize(proposal: Proposal, candidate: Candidate, existing: Sequence[Exist
     if has_merge and category_class(candidate.category) == HISTORY:
         notes.append(f'category {candidate.category!r} does not merge: MERGE -> SKIP')
         decision = SKIP
-    if decision == SKIP and not _repeats_a_peer(candidate, existing, notes):
+    repeats = _repeated_peer(candidate, existing, notes) if decision == SKIP else 0
+    if decision == SKIP and not repeats:
         decision, has_merge = CREATE, False
         actions = [a for a in actions if a.kind != MERGE]
     if decision == SKIP:
         if actions and not has_merge:
             notes.append('SKIP carries no actions: dropped them')
-        return _outcome(SKIP, [], decider, proposal, candidate, notes, withheld)
+        return dataclasses.replace(
+            _outcome(SKIP, [], decider, proposal, candidate, notes, withheld), repeats=repeats)
     actions = _fill_merged_text(actions, candidate, notes)
     if any(a.kind == MERGE for a in actions):
         if decision != NONE:
@@ -93,14 +95,17 @@ def _guard_actions(actions: list[Action], candidate: Candidate, existing: Sequen
     return kept
 
 
-def _repeats_a_peer(candidate: Candidate, existing: Sequence[Existing],
-                    notes: list[str]) -> bool:
-    """A SKIP needs a peer that already says everything the candidate says."""
-    refusals = [skip_refusal(candidate, peer) for peer in existing]
-    if any(not why for why in refusals):
-        return True
+def _repeated_peer(candidate: Candidate, existing: Sequence[Existing],
+                   notes: list[str]) -> int:
+    """A SKIP needs a peer that already says what the candidate says: its id, else 0."""
+    refusals = []
+    for peer in existing:
+        why = skip_refusal(candidate, peer)
+        if not why:
+            return peer.id
+        refusals.append(why)
     notes.append('SKIP refused: ' + '; '.join(refusals) if refusals else 'SKIP refused')
-    return False
+    return 0
 
 
 def _parse_decision(proposal: Proposal, existing: Sequence[Existing],

@@ -74,7 +74,8 @@ class Outcome:
     The normalized decision the engine executes.
 
     ``withheld`` are the memories a proposal wanted to hide or rewrite without evidence: the
-    guard kept them, and the engine reports them to the caller as similar facts.
+    guard kept them, and the engine reports them to the caller as similar facts. ``repeats``
+    is the memory a SKIP found already saying the candidate (the one to reinforce).
     """
 
     decision: str
@@ -84,6 +85,7 @@ class Outcome:
     candidate_text: str = ''
     notes: tuple[str, ...] = ()
     withheld: tuple[int, ...] = ()
+    repeats: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict for the audit history."""
@@ -95,4 +97,5 @@ class Outcome:
             'candidate_text': self.candidate_text,
             'notes': list(self.notes),
             'withheld': list(self.withheld),
+            'repeats': self.repeats,
         }
