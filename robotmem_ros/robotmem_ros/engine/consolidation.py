@@ -63,22 +63,28 @@ def similarity_fn(config: MemoryConfig) -> Callable[[Candidate, Candidate], floa
 
 
 def pair_similarity(a: Candidate, b: Candidate, config: MemoryConfig) -> float | None:
-    """Similarity of two session facts if consolidation may merge them, else None."""
+    """
+    Similarity of two session facts if consolidation may merge them, else None.
+
+    Cheapest tests first: features are cached per text, the similarity thresholds reject most
+    pairs, and only the pairs that pass them are aligned by the guard.
+    """
     fa, fb = judgment.features(a.content), judgment.features(b.content)
-    if fa.record or fb.record or judgment.conflict(fa, fb):
+    if fa.record or fb.record:
         return None
     cos = (float(np.dot(a.vector, b.vector))
            if a.vector is not None and b.vector is not None else None)
     if (fa.measures and fa.measures == fb.measures and cos is not None
-            and cos >= config.consolidation_numeric_cosine_threshold
-            and not judgment.protected_difference(fa, fb)):
+            and cos >= config.consolidation_numeric_cosine_threshold):
+        if judgment.conflict(fa, fb) or judgment.protected_difference(fa, fb):
+            return None
         return cos
-    if judgment.difference(fa, fb):
-        return None
-    jac = textmod.jaccard(textmod.jaccard_tokens(a.content), textmod.jaccard_tokens(b.content))
+    jac = textmod.jaccard(fa.jaccard, fb.jaccard)
     best = jac if jac > config.consolidation_threshold else None
     if cos is not None and cos >= config.consolidation_cosine_threshold:
         best = max(best or 0.0, cos)
+    if best is None or judgment.difference(fa, fb):
+        return None
     return best
 
 

@@ -126,6 +126,7 @@ class Features:
     bag: frozenset[str]
     numbers: frozenset[float]
     measures: frozenset[str]
+    jaccard: frozenset[str]
     negated: bool
     tokens: frozenset[str]
     clauses: tuple[tuple[str, ...], ...]
@@ -186,7 +187,7 @@ def features(text: str) -> Features:
     record = bool(source) or any(t in EVENT_WORDS for t in textmod.tokenize(text.casefold()))
     measures = frozenset(t for t in tokens if t[0].isdigit() and not t[-1].isdigit())
     return Features(text, content, frozenset(content), textmod.numbers_of(text), measures,
-                    textmod.is_negated(tokens), frozenset(tokens), clauses, source, record)
+                    textmod.jaccard_tokens(text), textmod.is_negated(tokens), frozenset(tokens), clauses, source, record)
 
 
 def conflict(a: Features, b: Features) -> str:
