@@ -157,8 +157,8 @@ def split_source(text: str) -> tuple[str, str]:
     A prefix is a source when it is a known source word (``vision``, ``lidar``, ``robot``) or a
     name, written with a capital, followed by a statement of its own (``Caroline: I went to the
     park``, ``Gina: Wow!``: three words or more, a pronoun, an exclamation or question, or no
-    word at all) rather than a short value. ``grip_force: 12 N`` or ``gripper status: closed`` keep their prefix: it is the
-    attribute the fact states.
+    word at all) rather than a short value. ``grip_force: 12 N`` or ``gripper status: closed``
+    keep their prefix: it is the attribute the fact states.
     """
     match = _PREFIX.match(text)
     if not match:
@@ -181,13 +181,14 @@ def features(text: str) -> Features:
     """Derive the features of one fact (cached: consolidation compares each fact many times)."""
     source, statement = split_source(text)
     tokens = textmod.tokenize(statement)
-    clauses = tuple(c for c in (content_words(part) for part in _CLAUSE.split(statement.casefold()))
-                    if c)
+    parts = _CLAUSE.split(statement.casefold())
+    clauses = tuple(c for c in (content_words(part) for part in parts) if c)
     content = content_words(statement)
     record = bool(source) or any(t in EVENT_WORDS for t in textmod.tokenize(text.casefold()))
     measures = frozenset(t for t in tokens if t[0].isdigit() and not t[-1].isdigit())
     return Features(text, content, frozenset(content), textmod.numbers_of(text), measures,
-                    textmod.jaccard_tokens(text), textmod.is_negated(tokens), frozenset(tokens), clauses, source, record)
+                    textmod.jaccard_tokens(text), textmod.is_negated(tokens),
+                    frozenset(tokens), clauses, source, record)
 
 
 def conflict(a: Features, b: Features) -> str:

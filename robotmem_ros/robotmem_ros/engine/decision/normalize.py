@@ -97,7 +97,7 @@ def _guard_actions(actions: list[Action], candidate: Candidate, existing: Sequen
 
 def _repeated_peer(candidate: Candidate, existing: Sequence[Existing],
                    notes: list[str]) -> int:
-    """A SKIP needs a peer that already says what the candidate says: its id, else 0."""
+    """Return the first peer that already says what the candidate says (a SKIP needs one)."""
     refusals = []
     for peer in existing:
         why = skip_refusal(candidate, peer)
