@@ -174,6 +174,10 @@ def render(results: pathlib.Path) -> list[pathlib.Path]:
         doc = json.loads(path.read_text())
         if 'sets' not in doc:
             continue
+        if not all('guards' in r for r in doc['sets'].values()):
+            print(f'{path.name}: written before the judgment guard (issue 12), skipped; '
+                  'rerun bench/dedup_quality.py for this model')
+            continue
         written.append(dedup_hist_plot(doc, results / f'{path.stem}_hist.png',
                                        chosen_thresholds(results, doc['model'])))
         written.append(dedup_pr_plot(doc, results / f'{path.stem}_pr.png'))

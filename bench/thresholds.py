@@ -66,6 +66,10 @@ def recommend(results: pathlib.Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
         if 'sets' not in data:
             continue
+        if not all('guards' in r for r in data['sets'].values()):
+            print(f'{path.name}: written before the judgment guard (issue 12), skipped; '
+                  'rerun bench/dedup_quality.py for this model')
+            continue
         model, sets = data['model'], data['sets']
         cos_sets = EN_SETS + (ZH_SETS if 'multilingual' in model else ())
         evidence = {}
