@@ -79,7 +79,7 @@ def dedup_hist_plot(doc: dict[str, Any], out: pathlib.Path,
                    align='edge', alpha=0.5, label='duplicate')
             ax.axvline(result['config'][CONFIG_KEY[layer]], color='k', ls=':',
                        label='shipped default')
-            if layer in chosen:
+            if chosen.get(layer) is not None:  # None: no threshold reached the target
                 ax.axvline(chosen[layer], color='r', label='recommended')
             ax.set_title(f'{name}: {LAYER_LABEL[layer]}', fontsize=9)
             ax.tick_params(labelsize=7)
