@@ -92,7 +92,9 @@ def test_corrupt_db_refuses_to_start_and_is_never_modified(start_node, tmp_path,
     assert code != 0
     assert_one_fatal_line(output, 'robotmem doctor', str(path))
     assert digest(path) == before
-    assert sorted(p.name for p in tmp_path.glob('memory.db*')) == ['memory.db']
+    # Only the owner lock file beside it (see store_owner.py); no -wal / -shm.
+    names = sorted(p.name for p in tmp_path.glob('memory.db*'))
+    assert names == ['memory.db', 'memory.db.lock']
 
 
 @pytest.mark.parametrize('kind', ['garbage', 'garbled_header'])
