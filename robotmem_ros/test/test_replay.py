@@ -54,7 +54,7 @@ def write_episode_bag(path: pathlib.Path, storage: StoragePlugin, count: int = 5
             writer.write(perceptions, t, store.serialize_cdr(msg, PERCEPTION_TYPE))
             if i in (10, 20, 30):
                 fact = learn(insight=MUG_FACTS[i // 10 - 1], context='', collection='',
-                             session_id=SESSIONS[0])
+                             session_id=SESSIONS[0], request_id='')
                 writer.write(learns, t + 1, store.serialize_cdr(fact, LEARN_REQUEST_TYPE))
 
 
