@@ -125,6 +125,7 @@ class Features:
     content: tuple[str, ...]
     bag: frozenset[str]
     numbers: frozenset[float]
+    number_order: tuple[float, ...]
     measures: frozenset[str]
     jaccard: frozenset[str]
     negated: bool
@@ -186,7 +187,8 @@ def features(text: str) -> Features:
     content = content_words(statement)
     record = bool(source) or any(t in EVENT_WORDS for t in textmod.tokenize(text.casefold()))
     measures = frozenset(t for t in tokens if t[0].isdigit() and not t[-1].isdigit())
-    return Features(text, content, frozenset(content), textmod.numbers_of(text), measures,
+    order = textmod.numbers_in_order(text)
+    return Features(text, content, frozenset(content), frozenset(order), order, measures,
                     textmod.jaccard_tokens(text), textmod.is_negated(tokens),
                     frozenset(tokens), clauses, source, record)
 
@@ -195,6 +197,8 @@ def conflict(a: Features, b: Features) -> str:
     """Name a number, negation or opposite-word conflict between two facts; '' when none."""
     if a.numbers != b.numbers:
         return 'different numbers'
+    if a.number_order != b.number_order:  # "worker 2 call 0" / "worker 0 call 2"
+        return 'numbers in other roles'
     if a.negated != b.negated:
         return 'one negates the other'
     if textmod.opposite_swap(a.tokens - b.tokens, b.tokens - a.tokens):

@@ -139,7 +139,13 @@ def fts_query(text: str) -> str | None:
 
 def numbers_of(text: str) -> frozenset[float]:
     """Numeric values mentioned in ``text`` (12.5 and 12.50 are the same value)."""
-    return frozenset(float(m.group()) for m in _NUMBER.finditer(text.replace('_', ' ')))
+    return frozenset(numbers_in_order(text))
+
+
+def numbers_in_order(text: str) -> tuple[float, ...]:
+    """Numeric values of ``text`` in the order of their first mention."""
+    return tuple(dict.fromkeys(float(m.group())
+                               for m in _NUMBER.finditer(text.replace('_', ' '))))
 
 
 # Pairs of words whose swap turns a fact into a different fact. States exclude each other
