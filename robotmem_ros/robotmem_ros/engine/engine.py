@@ -14,8 +14,6 @@ import time
 from typing import Any, Callable, Sequence
 import uuid
 
-import numpy as np
-
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import (consolidation, doctor, maintenance, reindex, store,
                                  transfer)
@@ -48,9 +46,7 @@ class MemoryEngine:
         try:
             with self.db.write() as conn:
                 migrate(conn)
-                if not self.db.has_vec:
-                    self.embedding.embedder = None
-                    self.embedding.error = 'sqlite-vec could not be loaded'
+                store.adopt_legacy_vectors(conn)
                 self.embedding.bind(conn)
         except RobotMemError:
             self.db.close()
@@ -250,10 +246,7 @@ class MemoryEngine:
     def _session_vectors(self, session_id: str) -> dict[int, Any]:
         if not self.embedding.usable:
             return {}
-        rows = self.db.reader().execute(
-            'SELECT v.memory_id, v.embedding FROM memories_vec v JOIN memories m '
-            'ON m.id = v.memory_id WHERE m.session_id = ?', (session_id,)).fetchall()
-        return {mid: np.frombuffer(blob, dtype='<f4') for mid, blob in rows}
+        return store.session_vectors(self.db.reader(), session_id)
 
     def _session_summary(self, conn: Any, session: Any, outcome: float | None,
                          now: float) -> dict:

@@ -88,7 +88,20 @@ _V1 = [
         body, tokenize = "unicode61 remove_diacritics 0 tokenchars '.%'")""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1]
+# Vectors live in an ordinary table (docs/performance.md): the vec0 virtual table cost one
+# 1.67 MB chunk per collection and scanned every float per query. ``seq`` (AUTOINCREMENT, never
+# reused) orders writes so the in-process index catches up with any writer; ``code`` holds the
+# sign bits it scans. Rows of an old vec0 table are copied over by vector_store.adopt_legacy.
+_V2 = [
+    """
+    CREATE TABLE memory_vectors (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id INTEGER NOT NULL UNIQUE REFERENCES memories(id),
+        code BLOB NOT NULL,
+        embedding BLOB NOT NULL)""",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -104,17 +117,3 @@ def migrate(conn: Any) -> int:
             conn.execute(statement)
         conn.execute(f'PRAGMA user_version={number + 1}')
     return version
-
-
-def vec_table_sql(dim: int) -> str:
-    """
-    DDL of the vector table for a model of ``dim`` dimensions.
-
-    Collection is the partition key (sessions would bloat chunks); status, category, kind and
-    session are metadata columns so the KNN itself filters, and a filtered query still gets k
-    rows.
-    """
-    return (f'CREATE VIRTUAL TABLE IF NOT EXISTS memories_vec USING vec0('
-            f'memory_id INTEGER PRIMARY KEY, collection TEXT PARTITION KEY, '
-            f'embedding float[{int(dim)}] distance_metric=cosine, '
-            f'status TEXT, category TEXT, kind TEXT, session_id TEXT)')
