@@ -112,6 +112,9 @@ class MemoryConfig:
                             '== "real".', lo=0.0, hi=100.0)
     max_fetch: int = _p(2000, 'Deepest candidate fetch per channel when filters starve '
                         'results.', lo=10, hi=100_000)
+    max_collections: int = _p(10_000, 'Collections a store may hold; a write that names a new '
+                              'collection beyond this is refused (any client can name one).',
+                              lo=1, hi=10_000_000)
 
     # --- decisions (contradictions and merges) -----------------------------------------------
     decider: str = _p('rules', 'Decision layer for updates/contradictions.',

@@ -134,7 +134,7 @@ class MemoryEngine:
                                                                             p.created_at)
         return {'content': description, 'perception_type': perception_type,
                 'context': {'data': data, 'metadata': metadata},
-                'collection': self._collection(p.collection),
+                'collection': self._writable_collection(p.collection),
                 'session_id': self._session_id(p.session_id), 'created_at': created_at}
 
     def _write_perceptions(self, rows: list[dict]) -> list[int]:
@@ -192,7 +192,7 @@ class MemoryEngine:
     def start_session(self, context: str | dict = '', collection: str = '') -> SessionInfo:
         """Open an episode and return its id."""
         ctx = self._json('context', context)
-        collection = self._collection(collection)
+        collection = self._writable_collection(collection)
         session_id = uuid.uuid4().hex
         now = self.clock()
         try:
@@ -379,6 +379,20 @@ class MemoryEngine:
         if not collection:
             return self._config.collection
         return check_text('collection', collection, max_chars=128)
+
+    def _writable_collection(self, collection: str) -> str:
+        """A collection a write may name: known already, or within ``max_collections``."""
+        name = self._collection(collection)
+        limit = self._config.max_collections
+        try:
+            admitted = store.collection_admitted(self.db.reader(), name, limit)
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        if not admitted:
+            raise ValidationError(
+                f'collection {name!r} is new and the store already holds max_collections = '
+                f'{limit} collections; write to an existing one or raise the parameter')
+        return name
 
     @staticmethod
     def _session_id(session_id: str) -> str:

@@ -99,6 +99,20 @@ _V2 = [
         memory_id INTEGER NOT NULL UNIQUE REFERENCES memories(id),
         code BLOB NOT NULL,
         embedding BLOB NOT NULL)""",
+    # Every collection ever written, kept by a trigger so the max_collections cap is one
+    # lookup, not a DISTINCT over the whole store.
+    """
+    CREATE TABLE collections (
+        name TEXT PRIMARY KEY,
+        created_at REAL NOT NULL)""",
+    """
+    INSERT INTO collections(name, created_at)
+        SELECT collection, MIN(created_at) FROM memories GROUP BY collection""",
+    """
+    CREATE TRIGGER memories_collection AFTER INSERT ON memories BEGIN
+        INSERT OR IGNORE INTO collections(name, created_at) VALUES (NEW.collection,
+                                                                     NEW.created_at);
+    END""",
 ]
 
 MIGRATIONS: list[list[str]] = [_V1, _V2]

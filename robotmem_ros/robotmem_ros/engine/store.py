@@ -82,6 +82,15 @@ def get_session(conn: Any, session_id: str) -> Any:
     return conn.execute('SELECT * FROM sessions WHERE id = ?', (session_id,)).fetchone()
 
 
+# --- collections -----------------------------------------------------------------------------
+
+def collection_admitted(conn: Any, name: str, limit: int) -> bool:
+    """Tell whether a write may name ``name``: it exists already, or the store has room."""
+    if conn.execute('SELECT 1 FROM collections WHERE name = ?', (name,)).fetchone():
+        return True
+    return conn.execute('SELECT COUNT(*) FROM collections').fetchone()[0] < limit
+
+
 # --- memories --------------------------------------------------------------------------------
 
 def insert_memory(conn: Any, *, type_: str, content: str, collection: str, session_id: str,

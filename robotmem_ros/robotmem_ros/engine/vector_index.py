@@ -178,13 +178,14 @@ class VectorIndex:
     def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray,
                  seqs: np.ndarray) -> dict[int, float]:
         """Exact cosine of candidates that still hold that vector and are still active."""
-        wanted = dict(zip(ids.tolist(), seqs.tolist()))
-        marks = ','.join('?' * len(wanted))
+        wanted = set(zip(ids.tolist(), seqs.tolist()))
+        unique = sorted({memory_id for memory_id, _ in wanted})
+        marks = ','.join('?' * len(unique))
         rows = conn.execute(
             f'SELECT v.memory_id, v.seq, v.embedding FROM memory_vectors v JOIN memories m '
             f"ON m.id = v.memory_id WHERE v.memory_id IN ({marks}) AND m.status = 'active'",
-            list(wanted)).fetchall()
-        live = [r for r in rows if wanted.get(r[0]) == r[1]]
+            unique).fetchall()
+        live = [r for r in rows if (r[0], r[1]) in wanted]
         if not live:
             return {}
         matrix = np.frombuffer(b''.join(r[2] for r in live), dtype='<f4').reshape(len(live), -1)
