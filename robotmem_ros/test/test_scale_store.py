@@ -18,11 +18,12 @@ def _unit(rng: np.random.Generator, rows: int, dim: int = 384) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def _bulk(engine, vectors: np.ndarray, collection: str, session: str = '') -> list[int]:
+def _bulk(engine, vectors: np.ndarray, collection: str, session: str = '',
+          data: str = '') -> list[int]:
     """Store one perception per vector through the batch path, then attach the vectors."""
     ids = engine.save_perceptions([
-        PerceptionInput(description=f'reading {i}', collection=collection, session_id=session)
-        for i in range(len(vectors))])
+        PerceptionInput(description=f'reading {i}', collection=collection, session_id=session,
+                        data=data) for i in range(len(vectors))])
     with engine.db.write() as conn:
         for memory_id, vector in zip(ids, vectors):
             store.put_vector(conn, memory_id, vector)
@@ -68,6 +69,22 @@ def test_filtered_search_returns_k_when_k_exist(tmp_path):
     assert len(hits) == 10 and set(i for i, _ in hits) <= set(mine)
     assert len(store.vec_search(conn, _unit(rng, 1)[0], 'shared', 50, session_id=session)) == 15
     assert store.vec_search(conn, _unit(rng, 1)[0], 'shared', 5, type_='fact') == []
+    engine.close()
+
+
+def test_context_equalities_are_tested_before_ranking(tmp_path):
+    rng = np.random.default_rng(3)
+    engine = make_engine(tmp_path)
+    _bulk(engine, _unit(rng, 3000), 'default', data='{"robot": "b", "ok": true}')
+    mine = _bulk(engine, _unit(rng, 12), 'default', data='{"robot": "a", "ok": true}')
+    one = _bulk(engine, _unit(rng, 1), 'default', data='{"robot": "a", "ok": 1}')
+    hits = store.vec_search(engine.db.reader(), _unit(rng, 1)[0], 'default', 10,
+                            context=[('$.data.robot', 'a')])
+    assert len(hits) == 10 and {i for i, _ in hits} <= set(mine + one)
+    recalled = engine.recall('reading', n=20, context_filter={'data.robot': 'a', 'data.ok': True})
+    assert sorted(m.id for m in recalled.memories) == mine  # 1 is not true (JSON equality)
+    listed = engine.recall('*', n=20, context_filter={'data.robot': 'a'})
+    assert sorted(m.id for m in listed.memories) == sorted(mine + one)
     engine.close()
 
 

@@ -114,12 +114,14 @@ class Recaller:
                         or options.created_from is not None or options.created_to is not None
                         or options.as_of is not None)
         fetch = min(n * (4 if filtered else 2), cfg.max_fetch)
+        pushed = cfilter.sql_equalities()  # equalities tested in SQL, before ranking
         while True:
             bm = store.fts_search(conn, fts_q, collection, fetch, now=now,
                                   session_id=session_id, min_confidence=min_conf,
-                                  include_inactive=options.include_superseded) if fts_q else []
-            vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id) \
-                if qvec is not None else []
+                                  include_inactive=options.include_superseded,
+                                  context=pushed) if fts_q else []
+            vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id,
+                                   context=pushed) if qvec is not None else []
             scores = rrf_fuse([[i for i, _ in bm], [i for i, _ in vec]], cfg.rrf_k)
             records = store.fetch_records(conn, list(scores))
             kept = [r for r in records.values()
@@ -167,11 +169,14 @@ class Recaller:
             where.append('m.created_at >= :t0')
         if options.created_to is not None:
             where.append('m.created_at <= :t1')
-        sql = (f'SELECT m.id, m.created_at FROM memories m WHERE {" AND ".join(where)} '
-               f'ORDER BY m.created_at, m.id LIMIT :lim')
         params = {'c': collection, 'minc': min_conf, 'now': now, 's': session_id,
                   't0': options.created_from, 't1': options.created_to, 'lim': LIST_CHUNK,
                   'lc': float('-inf'), 'lid': 0}
+        for number, (path, value) in enumerate(cfilter.sql_equalities()):
+            where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
+            params.update({f'p{number}': path, f'v{number}': value})
+        sql = (f'SELECT m.id, m.created_at FROM memories m WHERE {" AND ".join(where)} '
+               f'ORDER BY m.created_at, m.id LIMIT :lim')
         wanted = cfg.max_fetch if spatial is not None else n
         kept: list[MemoryRecord] = []
         while len(kept) < wanted:

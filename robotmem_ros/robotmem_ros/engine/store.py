@@ -192,17 +192,27 @@ def session_vectors(conn: Any, session_id: str) -> dict[int, np.ndarray]:
 
 
 def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
-               session_id: str = '', type_: str = '') -> list[tuple[int, float]]:
+               session_id: str = '', type_: str = '',
+               context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
     """
     K nearest active memories of a collection (optionally one session / type); (id, cosine).
 
-    Runs on the index of the store the connection belongs to (database.StoreConnection); a
-    connection opened without one (a bare tool connection) has no vector search.
+    ``context`` holds (json path, value) equalities every result must meet (tested on the
+    candidates in SQL, so a selective filter still gets k results when k exist). Runs on the
+    index of the store the connection belongs to (database.StoreConnection); a connection
+    opened without one (a bare tool connection) has no vector search.
     """
     index = getattr(conn, 'vector_index', None)
     if index is None:
         return []
-    return index.search(conn, vector, collection, k, session_id=session_id, type_=type_)
+    return index.search(conn, vector, collection, k, session_id=session_id, type_=type_,
+                        where=context_sql(context))
+
+
+def context_sql(context: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
+    """SQL conditions (on alias ``m``) and their parameters for (json path, value) pairs."""
+    return (''.join(' AND json_extract(m.context_json, ?) = ?' for _ in context),
+            [item for pair in context for item in pair])
 
 
 def adopt_legacy_vectors(conn: Any) -> int:
@@ -229,8 +239,13 @@ def adopt_legacy_vectors(conn: Any) -> int:
 
 def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float,
                session_id: str = '', type_: str = '', include_inactive: bool = False,
-               min_confidence: float = 0.0) -> list[tuple[int, float]]:
-    """BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query."""
+               min_confidence: float = 0.0,
+               context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
+    """
+    BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query.
+
+    ``context``: (json path, value) equalities every result must meet (see vec_search).
+    """
     where = ['memories_fts MATCH :q', 'm.collection = :c', 'm.confidence >= :minc']
     if not include_inactive:
         where.append(ACTIVE_SQL)
@@ -240,11 +255,15 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         where.append('m.session_id = :s')
     if type_:
         where.append('m.type = :t')
+    params = {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
+              's': session_id, 't': type_, 'lim': int(limit)}
+    for number, (path, value) in enumerate(context):
+        where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
+        params.update({f'p{number}': path, f'v{number}': value})
     # CROSS JOIN pins the FTS table as the outer loop: with a plain JOIN the planner may walk
     # idx_memories_collection and evaluate MATCH once per stored row (linear in the store).
     sql = (f'SELECT m.id, bm25(memories_fts) AS score FROM memories_fts '
            f'CROSS JOIN memories m ON m.id = memories_fts.rowid WHERE {" AND ".join(where)} '
            f'ORDER BY score LIMIT :lim')
-    rows = conn.execute(sql, {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
-                              's': session_id, 't': type_, 'lim': int(limit)}).fetchall()
+    rows = conn.execute(sql, params).fetchall()
     return [(row[0], row[1]) for row in rows]

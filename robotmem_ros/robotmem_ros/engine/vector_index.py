@@ -138,12 +138,15 @@ class VectorIndex:
     # --- search ------------------------------------------------------------------------
 
     def search(self, conn: Any, vector: np.ndarray, collection: str, k: int, *,
-               session_id: str = '', type_: str = '') -> list[tuple[int, float]]:
+               session_id: str = '', type_: str = '',
+               where: tuple[str, list[Any]] = ('', [])) -> list[tuple[int, float]]:
         """
         Nearest active memories by cosine, filtered before ranking; returns (id, cosine).
 
         ``conn`` is the connection whose view decides what exists (the writer inside a learn,
-        a reader for recall); the index itself only proposes candidates.
+        a reader for recall); the index itself only proposes candidates. ``where`` adds SQL
+        conditions on ``memories m`` that candidates must meet; the pool grows until ``k``
+        meet them or none are left.
         """
         self.refresh()
         with self._lock:
@@ -157,7 +160,7 @@ class VectorIndex:
         found: dict[int, float] = {}
         for batch in _nearest_first(distance, pool):
             rows = selected[batch]
-            found.update(self._rescore(conn, vector, ids[rows], seqs[rows]))
+            found.update(self._rescore(conn, vector, ids[rows], seqs[rows], where))
             if len(found) >= k:
                 break
         best = sorted(found.items(), key=lambda item: (-item[1], item[0]))
@@ -175,16 +178,16 @@ class VectorIndex:
             mask &= self._fact[:size] == (type_ != 'perception')
         return np.flatnonzero(mask)
 
-    def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray,
-                 seqs: np.ndarray) -> dict[int, float]:
+    def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
+                 where: tuple[str, list[Any]]) -> dict[int, float]:
         """Exact cosine of candidates that still hold that vector and are still active."""
         wanted = set(zip(ids.tolist(), seqs.tolist()))
         unique = sorted({memory_id for memory_id, _ in wanted})
         marks = ','.join('?' * len(unique))
         rows = conn.execute(
             f'SELECT v.memory_id, v.seq, v.embedding FROM memory_vectors v JOIN memories m '
-            f"ON m.id = v.memory_id WHERE v.memory_id IN ({marks}) AND m.status = 'active'",
-            unique).fetchall()
+            f"ON m.id = v.memory_id WHERE v.memory_id IN ({marks}) AND m.status = 'active'"
+            f'{where[0]}', [*unique, *where[1]]).fetchall()
         live = [r for r in rows if (r[0], r[1]) in wanted]
         if not live:
             return {}

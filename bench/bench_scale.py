@@ -1,0 +1,257 @@
+"""
+Store latency, memory and cold start from 1k to 1M memories, before and after the vector index.
+
+Each code version runs in its own worker process on its own store, filled through the batch
+path (rows + vectors in big transactions, no dedup: the fill is not measured), then measured
+with single calls the way a robot makes them. Embedding is excluded: learns and recalls use a
+``PrecomputedEmbedder`` holding the real model's vectors, so the figures are what the store
+costs.
+
+Vectors: the real model embeds a pool of ``--pool`` synthetic memories (cached on disk); memory
+``i`` gets pool vector ``i mod pool`` plus seeded noise (cosine about 0.93 to its base), so a
+large store has families of close neighbours, harder for a quantized first pass than distinct
+texts. Embedding a million texts would take hours on the 2-core target.
+
+Usage::
+
+    python bench/bench_scale.py --before-ref 991b7c3 --sizes 1000,10000,100000 \
+        --after-sizes 1000,10000,100000,1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from common import latency_summary, REPO_ROOT, write_result
+import datagen
+
+FILL_CHUNK = 5000
+NOISE = 0.02
+CALLS = 25
+
+
+# --- worker (runs with the code version under test on sys.path) ------------------------------
+
+def _vectors(pool: np.ndarray, start: int, count: int, seed: int) -> np.ndarray:
+    """Vectors of memories start..start+count (pool vector + seeded noise, unit length)."""
+    first, last = start // FILL_CHUNK, (start + count - 1) // FILL_CHUNK
+    blocks = []
+    for block in range(first, last + 1):  # noise drawn per aligned block: any slicing agrees
+        rows = np.arange(block * FILL_CHUNK, (block + 1) * FILL_CHUNK)
+        noise = np.random.default_rng(seed + block).standard_normal(
+            (FILL_CHUNK, pool.shape[1])).astype(np.float32)
+        noise[rows < len(pool)] = 0.0  # the pool itself is stored as embedded
+        blocks.append(pool[rows % len(pool)] + NOISE * noise)
+    out = np.concatenate(blocks)[start - first * FILL_CHUNK:][:count]
+    return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _fill(engine: Any, store: Any, texts: Iterator[Any], pool: np.ndarray, start: int,
+          end: int, seed: int) -> list[int]:
+    """Rows and FTS rows by executemany, vectors through the version's own put_vector."""
+    from robotmem_ros.engine import text as textmod
+    collection = engine.config.collection
+    ids = []
+    for chunk_start in range(start, end, FILL_CHUNK):
+        count = min(FILL_CHUNK, end - chunk_start)
+        vectors = _vectors(pool, chunk_start, count, seed)
+        items = [next(texts) for _ in range(count)]
+        contents = [f'{item.text} #{chunk_start + i}' for i, item in enumerate(items)]
+        now = time.time()
+        with engine.db.write() as conn:
+            first = conn.execute('SELECT COALESCE(MAX(id), 0) + 1 FROM memories').fetchone()[0]
+            chunk_ids = list(range(first, first + count))
+            conn.executemany(
+                'INSERT INTO memories(id, type, content, content_hash, collection, category, '
+                'kind, confidence, context_json, created_at, valid_from) '
+                "VALUES (?, 'fact', ?, ?, ?, 'observation', 'semantic', 0.8, ?, ?, ?)",
+                [(i, c, textmod.content_hash(c), collection, json.dumps(item.context), now, now)
+                 for i, c, item in zip(chunk_ids, contents, items)])
+            conn.executemany('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
+                             [(i, textmod.fts_index_text(c)) for i, c in zip(chunk_ids, contents)])
+            for memory_id, vector in zip(chunk_ids, vectors):
+                store.put_vector(conn, memory_id, vector)
+        ids.extend(chunk_ids)
+    return ids
+
+
+def _timed(calls: Sequence[Any]) -> dict[str, float]:
+    out = []
+    for call in calls:
+        start = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - start) * 1000.0)
+    return latency_summary(out)
+
+
+def _recall_at_10(engine: Any, store: Any, pool: np.ndarray, ids: list[int], seed: int,
+                  queries: np.ndarray) -> float:
+    """Overlap of the store's vector top 10 with an exact scan of every stored vector."""
+    size = len(ids)
+    scores = np.full((len(queries), size), -2.0, dtype=np.float32)
+    for start in range(0, size, 100_000):
+        count = min(100_000, size - start)
+        scores[:, start:start + count] = queries @ _vectors(pool, start, count, seed).T
+    overlap = []
+    for q, row in zip(queries, scores):
+        exact = {ids[i] for i in np.argpartition(-row, 10)[:10]}
+        got = {i for i, _ in store.vec_search(engine.db.reader(), q, engine.config.collection,
+                                              10)}
+        overlap.append(len(exact & got) / 10)
+    return float(np.mean(overlap))
+
+
+def worker(args: argparse.Namespace) -> None:
+    """Grow one store through the sizes and measure at each; print one JSON line per size."""
+    import psutil
+    from robotmem_ros.config import MemoryConfig
+    from robotmem_ros.embedding import load_embedder
+    from robotmem_ros.engine import MemoryEngine, store
+    from precomputed import PrecomputedEmbedder
+
+    pool = np.load(args.pool)
+    real = load_embedder(MemoryConfig())
+    pre = PrecomputedEmbedder(real, [], real.embed([]))
+    config = MemoryConfig(db_path=str(pathlib.Path(args.work) / 'scale.db'))
+    engine = MemoryEngine(config, pre)
+    texts = datagen.memories(10**9, seed=args.seed, dup_rate=0.0)
+    fresh = datagen.memories(10**9, seed=args.seed + 7, dup_rate=0.0)
+    query_pool = iter(datagen.queries(10_000, seed=args.seed + 2))
+    cfilter = datagen.context_filter(args.seed)
+    done = 0
+    filled: list[int] = []
+    for size in args.sizes:
+        started = time.perf_counter()
+        filled += _fill(engine, store, texts, pool, done, size, args.seed)
+        fill_s = time.perf_counter() - started
+        done = size
+        learns = [next(fresh) for _ in range(CALLS)]
+        pre.add([m.text for m in learns], real.embed([m.text for m in learns]))
+        queries = [next(query_pool) for _ in range(2 * CALLS)]
+        qvecs = real.embed(queries)
+        pre.add(queries, qvecs)
+        engine.recall(queries[0], n=10)  # the first search loads the index
+        row: dict[str, Any] = {'n': size, 'fill_s': fill_s}
+        row['learn'] = _timed([lambda m=m: engine.learn(m.text, m.context) for m in learns])
+        row['recall'] = _timed([lambda q=q: engine.recall(q, n=10) for q in queries[:CALLS]])
+        row['recall_context_filter'] = _timed([
+            lambda q=q: engine.recall(q, n=10, context_filter=cfilter) for q in queries[CALLS:]])
+        row['vector_search'] = _timed([
+            lambda v=v: store.vec_search(engine.db.reader(), v, config.collection, 10)
+            for v in qvecs[:CALLS]])
+        if args.recall_at_10:
+            row['vector_recall_at_10'] = _recall_at_10(engine, store, pool, filled, args.seed,
+                                                       qvecs[:10])
+        row['rss_mib'] = psutil.Process().memory_info().rss / 2**20
+        engine.db.reader().execute('PRAGMA wal_checkpoint(TRUNCATE)')
+        row['db_bytes'] = engine.db.path.stat().st_size
+        row['cold_start_s'] = _cold_start(engine.db.path)
+        row['load_avg'] = os.getloadavg()
+        print(json.dumps(row), flush=True)
+    engine.close()
+
+
+def _cold_start(path: pathlib.Path) -> float:
+    """Wall time of a fresh process that opens the store and answers one recall."""
+    code = ('import time; t = time.perf_counter(); '
+            'from robotmem_ros.config import MemoryConfig; '
+            'from robotmem_ros.engine import MemoryEngine; '
+            f'e = MemoryEngine(MemoryConfig(db_path={str(path)!r}, embed_backend="none")); '
+            'import numpy as np; from robotmem_ros.engine import store; '
+            'store.vec_search(e.db.reader(), np.ones(384, dtype=np.float32) / 384 ** 0.5, '
+            '"default", 10); e.recall("gripper force", n=10); '
+            'print(time.perf_counter() - t)')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         check=True, env=os.environ)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+# --- driver ----------------------------------------------------------------------------------
+
+def _pool(size: int, seed: int) -> pathlib.Path:
+    from precomputed import embed_cached
+    from robotmem_ros.config import MemoryConfig
+    from robotmem_ros.embedding import load_embedder
+    real = load_embedder(MemoryConfig())
+    texts = [m.text for m in datagen.memories(size, seed=seed + 11, dup_rate=0.0)]
+    path = pathlib.Path(tempfile.gettempdir()) / f'robotmem_scale_pool_{size}_{seed}.npy'
+    np.save(path, embed_cached(real, texts))
+    return path
+
+
+def _before_tree(ref: str, where: pathlib.Path) -> pathlib.Path:
+    """The package as of ``ref`` (today's code), extracted next to the bench."""
+    where.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(['git', '-C', str(REPO_ROOT), 'archive', ref, 'robotmem_ros'],
+                             capture_output=True, check=True).stdout
+    subprocess.run(['tar', '-x', '-C', str(where)], input=archive, check=True)
+    return where / 'robotmem_ros'
+
+
+def _run(label: str, package: pathlib.Path, sizes: list[int], pool: pathlib.Path,
+         args: argparse.Namespace) -> list[dict[str, Any]]:
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([str(package), str(REPO_ROOT / 'bench'),
+                                         env.get('PYTHONPATH', '')])
+    rows = []
+    with tempfile.TemporaryDirectory(prefix=f'scale_{label}_') as work:
+        cmd = [sys.executable, __file__, '--worker', '--work', work, '--pool', str(pool),
+               '--sizes', ','.join(map(str, sizes)), '--seed', str(args.seed)]
+        if label == 'after':
+            cmd.append('--recall-at-10')
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        for line in proc.stdout:
+            row = json.loads(line)
+            print(label, json.dumps(row), flush=True)
+            rows.append(row)
+        proc.wait()
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run both versions and write bench/results/scale.json and its plots."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
+    parser.add_argument('--sizes', default='1000,10000,100000')
+    parser.add_argument('--after-sizes', default='')
+    parser.add_argument('--before-ref', default='')
+    parser.add_argument('--pool', default='4000')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--before-only', action='store_true',
+                        help='measure only the --before-ref code (merge the JSON by hand)')
+    parser.add_argument('--worker', action='store_true')
+    parser.add_argument('--recall-at-10', action='store_true')
+    parser.add_argument('--work', default='')
+    parser.add_argument('--name', default='scale', help='result name (bench/results/NAME.json)')
+    args = parser.parse_args(argv)
+    args.sizes = [int(s) for s in args.sizes.split(',')]
+    if args.worker:
+        worker(args)
+        return 0
+    pool = _pool(int(args.pool), args.seed)
+    doc: dict[str, Any] = {'pool': int(args.pool), 'noise': NOISE,
+                           'calls_per_measure': CALLS}
+    after_sizes = [int(s) for s in args.after_sizes.split(',')] if args.after_sizes else \
+        args.sizes
+    if not args.before_only:
+        doc['after'] = _run('after', REPO_ROOT / 'robotmem_ros', after_sizes, pool, args)
+    if args.before_ref:
+        with tempfile.TemporaryDirectory(prefix='scale_before_code_') as code:
+            package = _before_tree(args.before_ref, pathlib.Path(code))
+            doc['before_ref'] = args.before_ref
+            doc['before'] = _run('before', package, args.sizes, pool, args)
+    write_result(args.name, doc)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
