@@ -32,8 +32,8 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from common import latency_summary, REPO_ROOT, write_result
-import datagen
+from common import latency_summary, REPO_ROOT, write_result  # noqa: I100,I101,I201
+import datagen  # noqa: I201
 
 FILL_CHUNK = 5000
 NOISE = 0.02
@@ -57,7 +57,7 @@ def _vectors(pool: np.ndarray, start: int, count: int, seed: int) -> np.ndarray:
 
 
 def _fill(engine: Any, store: Any, texts: Iterator[Any], pool: np.ndarray, start: int,
-          end: int, seed: int) -> list[int]:
+          end: int, seed: int, session_id: str | None = None) -> list[int]:
     """Rows and FTS rows by executemany, vectors through the version's own put_vector."""
     from robotmem_ros.engine import text as textmod
     collection = engine.config.collection
@@ -71,11 +71,14 @@ def _fill(engine: Any, store: Any, texts: Iterator[Any], pool: np.ndarray, start
         with engine.db.write() as conn:
             first = conn.execute('SELECT COALESCE(MAX(id), 0) + 1 FROM memories').fetchone()[0]
             chunk_ids = list(range(first, first + count))
+            if session_id:
+                store.ensure_session(conn, session_id, collection, now)
             conn.executemany(
-                'INSERT INTO memories(id, type, content, content_hash, collection, category, '
-                'kind, confidence, context_json, created_at, valid_from) '
-                "VALUES (?, 'fact', ?, ?, ?, 'observation', 'semantic', 0.8, ?, ?, ?)",
-                [(i, c, textmod.content_hash(c), collection, json.dumps(item.context), now, now)
+                'INSERT INTO memories(id, type, content, content_hash, collection, session_id, '
+                'category, kind, confidence, context_json, created_at, valid_from) '
+                "VALUES (?, 'fact', ?, ?, ?, ?, 'observation', 'semantic', 0.5, ?, ?, ?)",
+                [(i, c, textmod.content_hash(c), collection, session_id,
+                  json.dumps(item.context), now, now)
                  for i, c, item in zip(chunk_ids, contents, items)])
             conn.executemany('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
                              [(i, textmod.fts_index_text(c)) for i, c in zip(chunk_ids, contents)])
@@ -152,28 +155,47 @@ def worker(args: argparse.Namespace) -> None:
         if args.recall_at_10:
             row['vector_recall_at_10'] = _recall_at_10(engine, store, pool, filled, args.seed,
                                                        qvecs[:10])
-        row['rss_mib'] = psutil.Process().memory_info().rss / 2**20
+        row['rss_mib_bench_process'] = psutil.Process().memory_info().rss / 2**20
         engine.db.reader().execute('PRAGMA wal_checkpoint(TRUNCATE)')
         row['db_bytes'] = engine.db.path.stat().st_size
-        row['cold_start_s'] = _cold_start(engine.db.path)
+        row['cold_start_s'], row['rss_mib'] = _cold_start(engine.db.path)
         row['load_avg'] = os.getloadavg()
         print(json.dumps(row), flush=True)
+    if args.end_session:
+        print(json.dumps(_end_session(engine, store, pool, args)), flush=True)
     engine.close()
 
 
-def _cold_start(path: pathlib.Path) -> float:
-    """Wall time of a fresh process that opens the store and answers one recall."""
-    code = ('import time; t = time.perf_counter(); '
+def _end_session(engine: Any, store: Any, pool: np.ndarray,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """end_session of a session holding ``--end-session`` facts (pool vectors, 5% rewordings)."""
+    session = engine.start_session().session_id
+    texts = datagen.memories(10**9, seed=args.seed + 13, dup_rate=0.05)
+    start = 10_000_000  # noise blocks no fill uses
+    _fill(engine, store, texts, pool, start, start + args.end_session, args.seed, session)
+    began = time.perf_counter()
+    result = engine.end_session(session)
+    return {'end_session_facts': args.end_session,
+            'end_session_ms': (time.perf_counter() - began) * 1000.0,
+            'superseded': result.superseded_count, 'load_avg': os.getloadavg()}
+
+
+def _cold_start(path: pathlib.Path) -> tuple[float, float]:
+    """
+    A fresh process as the node starts: open the store with the model, answer one recall.
+
+    Returns (seconds from start to the answer, RSS in MiB after it): what a node costs.
+    """
+    code = ('import time; t = time.perf_counter(); import psutil; '
             'from robotmem_ros.config import MemoryConfig; '
             'from robotmem_ros.engine import MemoryEngine; '
-            f'e = MemoryEngine(MemoryConfig(db_path={str(path)!r}, embed_backend="none")); '
-            'import numpy as np; from robotmem_ros.engine import store; '
-            'store.vec_search(e.db.reader(), np.ones(384, dtype=np.float32) / 384 ** 0.5, '
-            '"default", 10); e.recall("gripper force", n=10); '
-            'print(time.perf_counter() - t)')
+            f'e = MemoryEngine.open(MemoryConfig(db_path={str(path)!r})); '
+            'e.recall("grip force for the red cup", n=10); '
+            'print(time.perf_counter() - t, psutil.Process().memory_info().rss / 2**20)')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                          check=True, env=os.environ)
-    return float(out.stdout.strip().splitlines()[-1])
+    seconds, rss = out.stdout.strip().splitlines()[-1].split()
+    return float(seconds), float(rss)
 
 
 # --- driver ----------------------------------------------------------------------------------
@@ -190,7 +212,7 @@ def _pool(size: int, seed: int) -> pathlib.Path:
 
 
 def _before_tree(ref: str, where: pathlib.Path) -> pathlib.Path:
-    """The package as of ``ref`` (today's code), extracted next to the bench."""
+    """Extract the package as of ``ref`` (today's code) into ``where``."""
     where.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(['git', '-C', str(REPO_ROOT), 'archive', ref, 'robotmem_ros'],
                              capture_output=True, check=True).stdout
@@ -209,6 +231,8 @@ def _run(label: str, package: pathlib.Path, sizes: list[int], pool: pathlib.Path
                '--sizes', ','.join(map(str, sizes)), '--seed', str(args.seed)]
         if label == 'after':
             cmd.append('--recall-at-10')
+        if args.end_session:
+            cmd += ['--end-session', str(args.end_session)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
         for line in proc.stdout:
             row = json.loads(line)
@@ -228,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--before-only', action='store_true',
                         help='measure only the --before-ref code (merge the JSON by hand)')
+    parser.add_argument('--end-session', type=int, default=0,
+                        help='also time end_session of a session with this many facts')
     parser.add_argument('--worker', action='store_true')
     parser.add_argument('--recall-at-10', action='store_true')
     parser.add_argument('--work', default='')

@@ -166,8 +166,9 @@ def test_doctor_detects_and_repairs(built, db, tmp_path):
     fact = built['facts'][0]
     conn = raw(db)
     conn.execute("UPDATE memories_fts SET body = 'broken' WHERE rowid = ?", (fact,))
-    conn.execute('INSERT INTO memory_vectors(memory_id, code, embedding) SELECT 777, code, '
-                 'embedding FROM memory_vectors WHERE memory_id = ?', (fact,))
+    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code) '
+                 'SELECT 777, collection, session_id, is_fact, code FROM memory_vectors '
+                 'WHERE memory_id = ?', (fact,))
     conn.close()
     found = cli(db, 'doctor', '--json', rc=1)
     report = json.loads(found.stdout)

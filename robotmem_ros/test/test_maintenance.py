@@ -135,9 +135,11 @@ def test_doctor_detects_and_repairs_without_an_embedder(tmp_path):
     conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (ids[1],))
     conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, 'forgotten words')",
                  (ids[3],))
-    conn.execute('INSERT INTO memory_vectors(memory_id, code, embedding) SELECT 9999, code, '
-                 'embedding FROM memory_vectors WHERE memory_id = ?', (ids[0],))
+    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code) '
+                 'SELECT 9999, collection, session_id, is_fact, code FROM memory_vectors '
+                 'WHERE memory_id = ?', (ids[0],))
     conn.execute('DELETE FROM memory_vectors WHERE memory_id = ?', (ids[2],))
+    conn.execute('DELETE FROM memory_embeddings WHERE memory_id = ?', (ids[2],))
     # A sign-bit code that no longer matches its float vector (what the index scans).
     conn.execute('UPDATE memory_vectors SET code = zeroblob(48) WHERE memory_id = ?', (ids[1],))
     conn.execute("INSERT INTO tags(memory_id, tag) VALUES (8888, 'orphan')")

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+from engine_helpers import make_engine
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 import pytest
-import sqlite_vec
-
-from engine_helpers import make_engine
 from robotmem_ros.engine import schema, store
 from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import ValidationError
+import sqlite_vec
 
 
 def _unit(rng: np.random.Generator, rows: int, dim: int = 384) -> np.ndarray:
@@ -66,7 +65,7 @@ def test_filtered_search_returns_k_when_k_exist(tmp_path):
     mine = _bulk(engine, _unit(rng, 15), 'shared', session)
     conn = engine.db.reader()
     hits = store.vec_search(conn, _unit(rng, 1)[0], 'shared', 10, session_id=session)
-    assert len(hits) == 10 and set(i for i, _ in hits) <= set(mine)
+    assert len(hits) == 10 and {i for i, _ in hits} <= set(mine)
     assert len(store.vec_search(conn, _unit(rng, 1)[0], 'shared', 50, session_id=session)) == 15
     assert store.vec_search(conn, _unit(rng, 1)[0], 'shared', 5, type_='fact') == []
     engine.close()
@@ -146,9 +145,9 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn = sqlite3.connect(str(path), isolation_level=None)  # put it back the old way
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
-    conn.execute('DELETE FROM memory_vectors')
     conn.execute('PRAGMA user_version=1')
     conn.execute('DROP TABLE memory_vectors')
+    conn.execute('DROP TABLE memory_embeddings')
     conn.execute('DROP TRIGGER memories_collection')
     conn.execute('DROP TABLE collections')
     conn.execute('CREATE VIRTUAL TABLE memories_vec USING vec0(memory_id INTEGER PRIMARY KEY, '
@@ -217,3 +216,28 @@ def _file_bytes(path) -> int:
     conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
     conn.close()
     return path.stat().st_size
+
+
+def test_consolidation_neighbours_give_the_all_pairs_clusters(tmp_path):
+    from engine_helpers import embedder
+    from robotmem_ros.config import MemoryConfig
+    from robotmem_ros.engine.consolidation import (Candidate, greedy_clusters, neighbours,
+                                                   similarity_fn)
+    objects = ('red cup', 'blue mug', 'steel bowl', 'glass jar', 'wooden box', 'paper towel')
+    texts = []
+    for i, obj in enumerate(objects):
+        texts += [f'the {obj} slips when the grip force is below {5 + i} N',
+                  f'below {5 + i} N of grip force the {obj} slips',
+                  f'the {obj} is kept on the left shelf of the kitchen',
+                  f'the {obj} is stored on the kitchen shelf on the left',
+                  f'grasp the {obj} from the side, not from the top']
+    vectors = embedder().embed(texts)
+    items = [Candidate(i, text, 'observation', 0.5, 0, float(i), vectors[i])
+             for i, text in enumerate(texts)]
+    config = MemoryConfig()
+    sim = similarity_fn(config)
+    everything = greedy_clusters(items, sim)
+    assert everything  # the rewordings do cluster
+    pruned = greedy_clusters(items, sim, neighbours(items, config))
+    assert [(c.representative.id, [m.id for m in c.members]) for c in pruned] == \
+        [(c.representative.id, [m.id for m in c.members]) for c in everything]

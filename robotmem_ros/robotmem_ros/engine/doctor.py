@@ -130,14 +130,18 @@ class _Findings:
 
     def _vectors(self, conn: Any, active: dict[int, Any]) -> None:
         vecs = {r[0]: (r[1], r[2]) for r in conn.execute(
-            'SELECT memory_id, code, embedding FROM memory_vectors')}
+            'SELECT v.memory_id, v.code, e.embedding FROM memory_vectors v '
+            'LEFT JOIN memory_embeddings e ON e.memory_id = v.memory_id')}
+        vecs.update((r[0], (b'', r[1])) for r in conn.execute(
+            'SELECT memory_id, embedding FROM memory_embeddings WHERE memory_id NOT IN '
+            '(SELECT memory_id FROM memory_vectors)'))
         self.vector_missing = [mid for mid, r in active.items()
                                if r['embedded'] == 1 and mid not in vecs]
         self.vector_stray = [mid for mid in vecs if mid not in active]
         # The sign-bit code the index scans must be the one of the stored float vector.
         self.vector_metadata = [
             mid for mid, (code, blob) in vecs.items() if mid in active
-            and code != code_of(np.frombuffer(blob, dtype='<f4'))]
+            and (blob is None or code != code_of(np.frombuffer(blob, dtype='<f4')))]
 
     def counts(self) -> dict[str, int]:
         """Count the problems a repair fixes (0 = consistent)."""

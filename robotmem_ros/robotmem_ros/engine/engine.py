@@ -381,7 +381,7 @@ class MemoryEngine:
         return check_text('collection', collection, max_chars=128)
 
     def _writable_collection(self, collection: str) -> str:
-        """A collection a write may name: known already, or within ``max_collections``."""
+        """Return a collection a write may name: known already, or within ``max_collections``."""
         name = self._collection(collection)
         limit = self._config.max_collections
         try:

@@ -82,6 +82,7 @@ def _start(engine: 'MemoryEngine', embedder: Any) -> tuple[bool, bool]:
                 and store.get_meta(conn, 'embed_dim') == str(embedder.dim))
         if not same:
             conn.execute('DELETE FROM memory_vectors')
+            conn.execute('DELETE FROM memory_embeddings')
         store.set_meta(conn, 'embed_model_id', embedder.model_id)
         store.set_meta(conn, 'embed_dim', str(embedder.dim))
         store.set_meta(conn, 'embed_sha256', embedder.sha256)

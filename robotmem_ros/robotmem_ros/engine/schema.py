@@ -88,16 +88,24 @@ _V1 = [
         body, tokenize = "unicode61 remove_diacritics 0 tokenchars '.%'")""",
 ]
 
-# Vectors live in an ordinary table (docs/performance.md): the vec0 virtual table cost one
-# 1.67 MB chunk per collection and scanned every float per query. ``seq`` (AUTOINCREMENT, never
-# reused) orders writes so the in-process index catches up with any writer; ``code`` holds the
-# sign bits it scans. Rows of an old vec0 table are copied over by vector_store.adopt_legacy.
+# Vectors live in ordinary tables (docs/performance.md): the vec0 virtual table cost one
+# 1.67 MB chunk per collection and scanned every float per query. memory_vectors is narrow —
+# what the in-process index loads at start (sign-bit code, filter columns, copied from the
+# memory: they never change) in ``seq`` order (AUTOINCREMENT, never reused, so the index catches
+# up with any writer); the float vectors used for exact rescoring sit apart in
+# memory_embeddings. Rows of an old vec0 table are moved by store.adopt_legacy_vectors.
 _V2 = [
     """
     CREATE TABLE memory_vectors (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         memory_id INTEGER NOT NULL UNIQUE REFERENCES memories(id),
-        code BLOB NOT NULL,
+        collection TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        is_fact INTEGER NOT NULL,
+        code BLOB NOT NULL)""",
+    """
+    CREATE TABLE memory_embeddings (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories(id),
         embedding BLOB NOT NULL)""",
     # Every collection ever written, kept by a trigger so the max_collections cap is one
     # lookup, not a DISTINCT over the whole store.

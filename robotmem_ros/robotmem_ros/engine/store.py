@@ -168,26 +168,33 @@ def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
     if vector is None:
         conn.execute('UPDATE memories SET embedded = -1 WHERE id = ?', (memory_id,))
         return
-    row = conn.execute('SELECT status FROM memories WHERE id = ?', (memory_id,)).fetchone()
+    row = conn.execute('SELECT status, collection, session_id, type FROM memories WHERE id = ?',
+                       (memory_id,)).fetchone()
     if row is None or row['status'] != 'active':
         return
     # Delete + insert (not upsert): a replaced vector gets a new seq, so every process's index
     # sees the change.
     conn.execute('DELETE FROM memory_vectors WHERE memory_id = ?', (memory_id,))
-    conn.execute('INSERT INTO memory_vectors(memory_id, code, embedding) VALUES (?, ?, ?)',
-                 (memory_id, code_of(vector), to_blob(vector)))
+    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code) '
+                 'VALUES (?, ?, ?, ?, ?)',
+                 (memory_id, row['collection'], row['session_id'] or '', row['type'] == 'fact',
+                  code_of(vector)))
+    conn.execute('INSERT OR REPLACE INTO memory_embeddings(memory_id, embedding) VALUES (?, ?)',
+                 (memory_id, to_blob(vector)))
     conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
 
 
 def delete_vector(conn: Any, memory_id: int) -> None:
     """Remove a memory's vector; every index drops it on its next search."""
     conn.execute('DELETE FROM memory_vectors WHERE memory_id = ?', (memory_id,))
+    conn.execute('DELETE FROM memory_embeddings WHERE memory_id = ?', (memory_id,))
 
 
 def session_vectors(conn: Any, session_id: str) -> dict[int, np.ndarray]:
     """Float vectors of a session's memories, keyed by id."""
-    rows = conn.execute('SELECT v.memory_id, v.embedding FROM memory_vectors v JOIN memories m '
-                        'ON m.id = v.memory_id WHERE m.session_id = ?', (session_id,))
+    rows = conn.execute('SELECT e.memory_id, e.embedding FROM memory_embeddings e '
+                        'JOIN memories m ON m.id = e.memory_id WHERE m.session_id = ?',
+                        (session_id,))
     return {mid: np.frombuffer(blob, dtype='<f4') for mid, blob in rows}
 
 
@@ -210,7 +217,7 @@ def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
 
 
 def context_sql(context: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
-    """SQL conditions (on alias ``m``) and their parameters for (json path, value) pairs."""
+    """Build SQL conditions (on alias ``m``) and parameters for (json path, value) pairs."""
     return (''.join(' AND json_extract(m.context_json, ?) = ?' for _ in context),
             [item for pair in context for item in pair])
 
@@ -227,7 +234,7 @@ def adopt_legacy_vectors(conn: Any) -> int:
     try:
         rows = conn.execute('SELECT memory_id, embedding FROM memories_vec').fetchall()
     except SqlError:  # the vec0 module is not loaded: re-embed instead
-        conn.execute("UPDATE memories SET embedded = 0 WHERE embedded = 1")
+        conn.execute('UPDATE memories SET embedded = 0 WHERE embedded = 1')
         return 0
     for memory_id, blob in rows:
         put_vector(conn, memory_id, np.frombuffer(blob, dtype='<f4'))

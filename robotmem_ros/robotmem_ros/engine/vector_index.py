@@ -82,10 +82,8 @@ class VectorIndex:
         loaded = 0
         while True:  # in chunks: a million Python rows at once would double the start RSS
             rows = conn.execute(
-                "SELECT v.seq, v.memory_id, v.code, m.collection, "
-                "COALESCE(m.session_id, ''), m.type = 'fact' FROM memory_vectors v "
-                "JOIN memories m ON m.id = v.memory_id WHERE v.seq > ? "
-                "AND m.status = 'active' ORDER BY v.seq LIMIT ?",
+                'SELECT seq, memory_id, code, collection, session_id, is_fact '
+                'FROM memory_vectors WHERE seq > ? ORDER BY seq LIMIT ?',
                 (self._last_seq, LOAD_CHUNK)).fetchall()
             if rows:
                 with self._lock:
@@ -110,15 +108,19 @@ class VectorIndex:
         self._codes[part] = codes.reshape(count, self._words)
         self._seqs[part] = [r[0] for r in rows]
         self._ids[part] = [r[1] for r in rows]
-        self._coll[part] = [self._name('collection', r[3]) for r in rows]
-        self._sess[part] = [self._name('session', r[4]) for r in rows]
+        self._coll[part] = self._codes_of('collection', [r[3] for r in rows])
+        self._sess[part] = self._codes_of('session', [r[4] for r in rows])
         self._fact[part] = [bool(r[5]) for r in rows]
         self._alive[part] = True
         self._size = end
 
-    def _name(self, kind: str, name: str) -> int:
+    def _codes_of(self, kind: str, values: list[str]) -> np.ndarray:
+        """Small integer codes of names (one dict lookup per distinct name, not per row)."""
         names = self._names[kind]
-        return names.setdefault(name, len(names) + 1)
+        distinct, inverse = np.unique(np.array(values, dtype=object), return_inverse=True)
+        codes = np.array([names.setdefault(name, len(names) + 1) for name in distinct],
+                         dtype=np.int32)
+        return codes[inverse]
 
     def _reserve(self, needed: int) -> None:
         capacity = len(self._ids)
@@ -185,9 +187,11 @@ class VectorIndex:
         unique = sorted({memory_id for memory_id, _ in wanted})
         marks = ','.join('?' * len(unique))
         rows = conn.execute(
-            f'SELECT v.memory_id, v.seq, v.embedding FROM memory_vectors v JOIN memories m '
-            f"ON m.id = v.memory_id WHERE v.memory_id IN ({marks}) AND m.status = 'active'"
-            f'{where[0]}', [*unique, *where[1]]).fetchall()
+            f'SELECT m.id, v.seq, e.embedding FROM memories m '
+            f'JOIN memory_vectors v ON v.memory_id = m.id '
+            f'JOIN memory_embeddings e ON e.memory_id = m.id '
+            f"WHERE m.id IN ({marks}) AND m.status = 'active'{where[0]}",
+            [*unique, *where[1]]).fetchall()
         live = [r for r in rows if (r[0], r[1]) in wanted]
         if not live:
             return {}
