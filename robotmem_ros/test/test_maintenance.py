@@ -267,6 +267,9 @@ def test_stats_and_history(tmp_path):
     assert stats['sessions'] == {'total': 1, 'ended': 0, 'open': 1}
     assert sum(b['count'] for b in stats['confidence_histogram']) == 4
     assert stats['oldest'] <= stats['newest']
+    assert len(stats['growth_per_day']) == 7
+    assert stats['growth_per_day'][-1]['facts'] == 1
+    assert stats['growth_per_day'][-1]['perceptions'] == 3
     assert [e['event'] for e in engine.history(fact)] == ['create', 'update']
     assert engine.history(fact)[1]['old_content'] == 'never put metal in the microwave'
     with pytest.raises(NotFoundError):
