@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from common import latency_summary, REPO_ROOT, write_result  # noqa: I100,I101,I201
+from common import latency_summary, REPO_ROOT, RESULTS_DIR, write_result  # noqa: I100,I101,I201
 import datagen  # noqa: I201
 
 FILL_CHUNK = 5000
@@ -182,7 +182,7 @@ def _end_session(engine: Any, store: Any, pool: np.ndarray,
 
 def _cold_start(path: pathlib.Path) -> tuple[float, float]:
     """
-    A fresh process as the node starts: open the store with the model, answer one recall.
+    Start a fresh process as the node starts: open the store with the model, answer a recall.
 
     Returns (seconds from start to the answer, RSS in MiB after it): what a node costs.
     """
@@ -242,6 +242,43 @@ def _run(label: str, package: pathlib.Path, sizes: list[int], pool: pathlib.Path
     return rows
 
 
+def plot(results: pathlib.Path = RESULTS_DIR) -> list[pathlib.Path]:
+    """Latency vs N (log-log) and memory vs N, before and after, from the scale JSON files."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    runs = {}
+    for label in ('before', 'after'):
+        path = results / f'scale_{label}.json'
+        if path.exists():
+            rows = json.loads(path.read_text()).get(label, [])
+            runs[label] = [r for r in rows if 'n' in r]
+    out = []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for label, rows in runs.items():
+        style = '--' if label == 'before' else '-'
+        for key, colour in (('learn', 'C0'), ('recall', 'C1'), ('recall_context_filter', 'C2'),
+                            ('vector_search', 'C3')):
+            axes[0].plot([r['n'] for r in rows], [r[key]['p50_ms'] for r in rows], style,
+                         marker='o', color=colour, label=f'{key} ({label})')
+        axes[1].plot([r['n'] for r in rows], [r['rss_mib'] for r in rows], style, marker='o',
+                     color='C0', label=f'node RSS, MiB ({label})')
+        axes[1].plot([r['n'] for r in rows], [r['db_bytes'] / 2**20 for r in rows], style,
+                     marker='s', color='C1', label=f'DB size, MiB ({label})')
+    axes[0].set(xscale='log', yscale='log', xlabel='memories in the store',
+                ylabel='p50 latency, ms', title='latency vs N (embedding excluded)')
+    axes[1].set(xscale='log', yscale='log', xlabel='memories in the store', ylabel='MiB',
+                title='memory vs N')
+    for ax in axes:
+        ax.legend(fontsize=7)
+        ax.grid(True, which='both', alpha=0.3)
+    fig.tight_layout()
+    path = results / 'scale_vs_n.png'
+    fig.savefig(path, dpi=110)
+    out.append(path)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run both versions and write bench/results/scale.json and its plots."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
@@ -254,11 +291,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help='measure only the --before-ref code (merge the JSON by hand)')
     parser.add_argument('--end-session', type=int, default=0,
                         help='also time end_session of a session with this many facts')
+    parser.add_argument('--plot', action='store_true', help='only draw scale_vs_n.png')
     parser.add_argument('--worker', action='store_true')
     parser.add_argument('--recall-at-10', action='store_true')
     parser.add_argument('--work', default='')
     parser.add_argument('--name', default='scale', help='result name (bench/results/NAME.json)')
     args = parser.parse_args(argv)
+    if args.plot:
+        print(plot())
+        return 0
     args.sizes = [int(s) for s in args.sizes.split(',')]
     if args.worker:
         worker(args)
