@@ -114,6 +114,46 @@ def _recall_at_10(engine: Any, store: Any, pool: np.ndarray, ids: list[int], see
     return float(np.mean(overlap))
 
 
+def collections_cost(args: argparse.Namespace) -> None:
+    """
+    Bytes on disk per collection that holds one embedded fact, for each count in --collections.
+
+    Also the bytes of the same number of facts in one collection, so the difference is what a
+    collection itself costs (issue 13: vec0 spent a 1.67 MB chunk per partition).
+    """
+    from robotmem_ros.config import MemoryConfig
+    from robotmem_ros.engine import MemoryEngine, store
+    pool = np.load(args.pool)
+    for count in args.collections:
+        row: dict[str, Any] = {'collections': count}
+        for layout in ('one_per_collection', 'all_in_one'):
+            with tempfile.TemporaryDirectory() as work:
+                path = pathlib.Path(work) / 'c.db'
+                # The batch path writes below the facade, so max_collections does not apply.
+                engine = MemoryEngine(MemoryConfig(db_path=str(path), embed_backend='none'))
+                with engine.db.write() as conn:
+                    for i in range(count):
+                        name = f'c{i}' if layout == 'one_per_collection' else 'default'
+                        memory_id = store.insert_memory(
+                            conn, type_='fact', content=f'the tool {i} is on shelf {i}',
+                            collection=name, session_id='', category='observation',
+                            perception_type='', kind='semantic', confidence=0.8, context={},
+                            created_at=time.time())
+                        _ensure_vec_table(store, conn)
+                        store.put_vector(conn, memory_id, pool[i % len(pool)])
+                engine.close()
+                row[f'{layout}_bytes'] = path.stat().st_size
+        row['bytes_per_collection_beyond_the_facts'] = (
+            row['one_per_collection_bytes'] - row['all_in_one_bytes']) / count
+        print(json.dumps(row), flush=True)
+
+
+def _ensure_vec_table(store: Any, conn: Any) -> None:
+    """Today's code creates its vec0 table when a model is bound; do it without a model."""
+    if hasattr(store, 'create_vec_table') and not store.has_vec_table(conn):
+        store.create_vec_table(conn, 384)
+
+
 def worker(args: argparse.Namespace) -> None:
     """Grow one store through the sizes and measure at each; print one JSON line per size."""
     import psutil
@@ -233,6 +273,8 @@ def _run(label: str, package: pathlib.Path, sizes: list[int], pool: pathlib.Path
             cmd.append('--recall-at-10')
         if args.end_session:
             cmd += ['--end-session', str(args.end_session)]
+        if args.collections:
+            cmd += ['--collections', ','.join(map(str, args.collections))]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
         for line in proc.stdout:
             row = json.loads(line)
@@ -292,6 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--end-session', type=int, default=0,
                         help='also time end_session of a session with this many facts')
     parser.add_argument('--plot', action='store_true', help='only draw scale_vs_n.png')
+    parser.add_argument('--collections', default='',
+                        help='instead of the sizes: bytes per one-fact collection, e.g. 1,100')
     parser.add_argument('--worker', action='store_true')
     parser.add_argument('--recall-at-10', action='store_true')
     parser.add_argument('--work', default='')
@@ -301,8 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(plot())
         return 0
     args.sizes = [int(s) for s in args.sizes.split(',')]
+    if args.collections:
+        args.collections = [int(c) for c in args.collections.split(',')]
     if args.worker:
-        worker(args)
+        (collections_cost if args.collections else worker)(args)
         return 0
     pool = _pool(int(args.pool), args.seed)
     doc: dict[str, Any] = {'pool': int(args.pool), 'noise': NOISE,
