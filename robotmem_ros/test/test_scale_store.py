@@ -241,3 +241,29 @@ def test_consolidation_neighbours_give_the_all_pairs_clusters(tmp_path):
     pruned = greedy_clusters(items, sim, neighbours(items, config))
     assert [(c.representative.id, [m.id for m in c.members]) for c in pruned] == \
         [(c.representative.id, [m.id for m in c.members]) for c in everything]
+
+
+def test_retention_deletes_old_untouched_perceptions_only(tmp_path):
+    from engine_helpers import FakeClock
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock, perception_retention_days=7.0)
+    session = engine.start_session().session_id
+    engine.save_perceptions([PerceptionInput(f'camera frame {i} of the shelf',
+                                             session_id=session) for i in range(20)])
+    engine.save_perception(PerceptionInput('the door sensor reported open', session_id=session))
+    fact = engine.learn('the shelf is empty on mondays', session_id=session).memory_id
+    touched = engine.recall('door sensor open', n=1).memories[0].id
+    clock.advance_days(3)
+    assert engine.end_session(session).pruned_perceptions == 0  # not old enough yet
+    clock.advance_days(5)
+    result = engine.end_session(engine.start_session().session_id)
+    assert result.pruned_perceptions == 20 and result.summary['pruned_perceptions'] == 20
+    left = {row[0] for row in engine.db.reader().execute('SELECT id FROM memories')}
+    assert left == {fact, touched}
+    reader = engine.db.reader()
+    for table, column in (('tags', 'memory_id'), ('history', 'memory_id'),
+                          ('memories_fts', 'rowid')):
+        kept = {row[0] for row in reader.execute(f'SELECT DISTINCT {column} FROM {table}')}
+        assert kept <= left, table
+    assert engine.recall('camera frame shelf', n=10).total == 1  # only the fact is left
+    engine.close()

@@ -22,6 +22,7 @@ from robotmem_ros.engine.decay import apply_decay
 from robotmem_ros.engine.embedding_state import EmbeddingState
 from robotmem_ros.engine.learn import Learner
 from robotmem_ros.engine.recall import Recaller
+from robotmem_ros.engine.retention import prune_perceptions
 from robotmem_ros.engine.schema import migrate
 from robotmem_ros.engine.types import (EndSessionResult, EngineStatus, LearnResult,
                                        PerceptionInput, RecallResult, SessionInfo, UpdateResult)
@@ -222,7 +223,9 @@ class MemoryEngine:
                 clusters = consolidation.consolidate(conn, candidates, cfg, now)
                 decayed = apply_decay(conn, collection, cfg.decay_rate, now,
                                       cfg.default_min_confidence)
+                pruned = prune_perceptions(conn, now=now, days=cfg.perception_retention_days)
                 summary = self._session_summary(conn, session, outcome_score, now)
+                summary['pruned_perceptions'] = pruned
                 conn.execute('INSERT INTO session_outcomes(session_id, outcome_score, '
                              'recorded_at) VALUES (?, ?, ?)', (session_id, outcome_score, now))
                 conn.execute('UPDATE sessions SET ended_at = ?, outcome_score = '
@@ -236,6 +239,7 @@ class MemoryEngine:
             merged_groups=len(clusters), superseded_count=superseded,
             compression_ratio=superseded / len(candidates) if candidates else 0.0,
             avg_similarity=sum(sims) / len(sims) if sims else 0.0, decayed_count=decayed,
+            pruned_perceptions=pruned,
             related_memories=self.recaller.related(session_id, collection, RELATED_LIMIT),
             summary=summary,
             consolidated=[{'representative_id': c.representative.id,
