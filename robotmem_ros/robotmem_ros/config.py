@@ -95,6 +95,9 @@ class MemoryConfig:
         lo=0.0, hi=1.0)
     consolidation_max_confidence: float = _p(0.95, 'Facts at or above this confidence are never '
                                              'consolidated.', lo=0.0, hi=1.0)
+    max_pending_embeddings: int = _p(
+        100_000, 'Embedding backlog bound: past it the oldest waiting perceptions stay '
+        'BM25-only (counted in diagnostics).', lo=1, hi=100_000_000)
     perception_retention_days: float = _p(
         0.0, 'Raw perceptions older than this that no recall returned are deleted at '
         'end_session (up to 5000 per call); 0 keeps them all.', lo=0.0, hi=100_000.0)

@@ -267,3 +267,15 @@ def test_retention_deletes_old_untouched_perceptions_only(tmp_path):
         assert kept <= left, table
     assert engine.recall('camera frame shelf', n=10).total == 1  # only the fact is left
     engine.close()
+
+
+def test_embedding_backlog_is_bounded_and_reported(tmp_path):
+    engine = make_engine(tmp_path, embed=True, max_pending_embeddings=5)
+    engine.save_perceptions([PerceptionInput(f'gripper camera frame {i} shows the red cup')
+                             for i in range(12)])
+    assert engine.status().pending_embeddings == 12
+    assert engine.embed_pending(limit=100) == 5  # the 7 oldest are left to BM25
+    status = engine.status()
+    assert status.pending_embeddings == 0 and status.embed_skipped == 7
+    assert engine.recall('frame 0 red cup', n=12).total == 12  # all still findable by BM25
+    engine.close()

@@ -30,6 +30,7 @@ class EmbeddingState:
         self.min_readability = min_readability
         self.error = load_error
         self.failures = 0
+        self.skipped = 0  # perceptions left BM25-only because the backlog was full
         self.reindex_needed = False
         self._last_log = 0.0
         self._lock = threading.Lock()

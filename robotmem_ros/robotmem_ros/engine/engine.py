@@ -161,6 +161,7 @@ class MemoryEngine:
         """Embed stored memories that have no vector yet (perceptions are embedded lazily)."""
         if not self.embedding.usable:
             return 0
+        self._bound_backlog()
         rows = self.db.reader().execute(
             "SELECT id, content FROM memories WHERE embedded = 0 AND status = 'active' "
             'ORDER BY id LIMIT ?', (int(limit),)).fetchall()
@@ -178,6 +179,31 @@ class MemoryEngine:
         except SqlError as exc:
             raise classify(exc, self.db.path) from exc
         return len(rows)
+
+    def _bound_backlog(self) -> None:
+        """
+        Keep the embedding backlog bounded: past ``max_pending_embeddings``, the oldest waiting
+        perceptions stay BM25-only (``embedded = -2``), counted and logged, never silently.
+
+        A stream faster than the embedder would otherwise grow the backlog without end.
+        """
+        cap = self._config.max_pending_embeddings
+        pending = self.db.reader().execute(
+            'SELECT COUNT(*) FROM memories WHERE embedded = 0').fetchone()[0]
+        if pending <= cap:
+            return
+        try:
+            with self.db.write() as conn:
+                skipped = conn.execute(
+                    'UPDATE memories SET embedded = -2 WHERE id IN (SELECT id FROM memories '
+                    "WHERE embedded = 0 AND type = 'perception' ORDER BY id LIMIT ?)",
+                    (pending - cap,)).rowcount
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        self.embedding.skipped += skipped
+        LOG.warning('embedding backlog of %d passed max_pending_embeddings = %d: %d oldest '
+                    'perceptions left BM25-only (%d so far)', pending, cap, skipped,
+                    self.embedding.skipped)
 
     # --- recall ----------------------------------------------------------------------------
 
@@ -328,7 +354,8 @@ class MemoryEngine:
             active_memories_count=self._active_count(conn, self._config.collection),
             db_bytes=_db_bytes(self.db.path), reindex_needed=self.embedding.reindex_needed,
             embed_error=self.embedding.error, embed_failures=self.embedding.failures,
-            pending_embeddings=pending if self.embedding.usable else 0)
+            pending_embeddings=pending if self.embedding.usable else 0,
+            embed_skipped=self.embedding.skipped)
 
     def _active_count(self, conn: Any, collection: str) -> int:
         return conn.execute('SELECT COUNT(*) FROM memories WHERE collection = ? '

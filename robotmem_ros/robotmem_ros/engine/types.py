@@ -123,3 +123,4 @@ class EngineStatus:
     embed_error: str = ''
     embed_failures: int = 0
     pending_embeddings: int = 0
+    embed_skipped: int = 0          # perceptions left BM25-only by the bounded backlog
