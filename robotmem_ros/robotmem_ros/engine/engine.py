@@ -182,10 +182,11 @@ class MemoryEngine:
 
     def _bound_backlog(self) -> None:
         """
-        Keep the embedding backlog bounded: past ``max_pending_embeddings``, the oldest waiting
-        perceptions stay BM25-only (``embedded = -2``), counted and logged, never silently.
+        Keep the embedding backlog within ``max_pending_embeddings``.
 
-        A stream faster than the embedder would otherwise grow the backlog without end.
+        Past it, the oldest waiting perceptions stay BM25-only (``embedded = -2``), counted and
+        logged, never silently: a stream faster than the embedder would otherwise grow the
+        backlog without end.
         """
         cap = self._config.max_pending_embeddings
         pending = self.db.reader().execute(
