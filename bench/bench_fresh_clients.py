@@ -2,8 +2,8 @@
 Fresh-client calls: how often DDS loses a service answer, and whether a caller ever notices.
 
 N worker processes each make ``--calls`` calls (Learn and Recall alternating) against one
-memory node, every call through a brand-new rclpy service client created just before it —
-the case in which the node's response writer may not yet be matched with the client's
+memory node, every call from a brand-new DDS participant (a fresh rclpy context, node and
+client, as a freshly started client process has) — the case in which the node's response writer may not yet be matched with the client's
 response reader, so the answer is lost although the request ran. Each call goes through the
 client library's re-send loop (``robotmem_ros.client.resend``, what MemoryClient uses) and
 reports how many copies it took; ``--no-resend`` sends one copy and waits the whole timeout,
@@ -35,19 +35,24 @@ ATTEMPT_S = 1.0
 
 
 def worker(prefix: str, worker_id: int, calls: int, resend: bool) -> dict[str, Any]:
-    """Make ``calls`` fresh-client calls; return counts of copies and unanswered calls."""
+    """
+    Make ``calls`` calls, each from a new DDS participant; count copies and unanswered calls.
+
+    A new rclpy context per call is a new participant, as a freshly started client process
+    is: participant and endpoint discovery both happen while the first request is under way.
+    """
     import rclpy
     from robotmem_msgs.srv import Learn, Recall
     from robotmem_ros.client.resend import send_until_answered, stamp_request_id
     from robotmem_ros.client.waiting import Waiter
 
-    rclpy.init()
-    node = rclpy.create_node(f'fresh_client_{worker_id}_{os.getpid()}')
-    waiter = Waiter(node)
     copies_needed: list[int] = []
     unanswered = 0
-    learned: dict[str, int] = {}
+    learned: dict[str, int] = {}  # facts the node said it created
     for i in range(calls):
+        context = rclpy.Context()
+        rclpy.init(context=context)
+        node = rclpy.create_node(f'fresh_client_{worker_id}_{os.getpid()}', context=context)
         srv, name = (Learn, 'learn') if i % 2 == 0 else (Recall, 'recall')
         client = node.create_client(srv, f'{prefix}/{name}')
         if srv is Learn:
@@ -57,16 +62,15 @@ def worker(prefix: str, worker_id: int, calls: int, resend: bool) -> dict[str, A
             request = Recall.Request(query=f'worker {worker_id} fresh clients')
         attempt = ATTEMPT_S if resend else CALL_TIMEOUT_S
         response, copies = send_until_answered(
-            client, request, waiter, time.monotonic() + CALL_TIMEOUT_S, attempt)
-        node.destroy_client(client)
+            client, request, Waiter(node), time.monotonic() + CALL_TIMEOUT_S, attempt)
+        node.destroy_node()
+        rclpy.shutdown(context=context)
         if response is None:
             unanswered += 1
             continue
         copies_needed.append(copies)
-        if srv is Learn:
+        if srv is Learn and response.status == 'created':
             learned[request.insight] = response.memory_id
-    node.destroy_node()
-    rclpy.shutdown()
     return {'unanswered': unanswered, 'copies': copies_needed, 'learned': learned}
 
 
@@ -99,6 +103,7 @@ def run(workers: int, calls: int, resend: bool, work: pathlib.Path) -> dict[str,
             'unanswered': sum(r['unanswered'] for r in results),
             'needed_second_copy': sum(1 for c in copies if c > 1),
             'max_copies': max(copies, default=0),
+            'learn_created': len(learned),
             'learn_rows_twice': sum(1 for text in learned if rows.get(text, 0) > 1),
             'learn_rows_missing': sum(1 for text in learned if rows.get(text, 0) == 0),
             'failed_to_send_response_logged': log.count('failed to send response'),

@@ -124,3 +124,4 @@ class EngineStatus:
     embed_failures: int = 0
     pending_embeddings: int = 0
     embed_skipped: int = 0          # perceptions left BM25-only by the bounded backlog
+    stamps_replaced: int = 0       # perception stamps outside the plausible window
