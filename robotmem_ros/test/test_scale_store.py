@@ -189,7 +189,8 @@ def test_collections_are_capped(tmp_path):
     with pytest.raises(ValidationError, match='max_collections'):
         engine.learn('a third room', collection='garage')
     with pytest.raises(ValidationError, match='max_collections'):
-        engine.save_perception(PerceptionInput(description='x', collection='garage'))
+        engine.save_perception(PerceptionInput(description='a box on the floor',
+                                               collection='garage'))
     with pytest.raises(ValidationError, match='max_collections'):
         engine.start_session(collection='garage')
     assert engine.learn('the kettle is by the sink', collection='kitchen').status == 'created'
