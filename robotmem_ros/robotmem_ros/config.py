@@ -100,6 +100,12 @@ class MemoryConfig:
         lo=0.0, hi=1.0)
     consolidation_max_confidence: float = _p(0.95, 'Facts at or above this confidence are never '
                                              'consolidated.', lo=0.0, hi=1.0)
+    max_pending_embeddings: int = _p(
+        100_000, 'Embedding backlog bound: past it the oldest waiting perceptions stay '
+        'BM25-only (counted in diagnostics).', lo=1, hi=100_000_000)
+    perception_retention_days: float = _p(
+        0.0, 'Raw perceptions older than this that no recall returned are deleted at '
+        'end_session (up to 5000 per call); 0 keeps them all.', lo=0.0, hi=100_000.0)
     decay_rate: float = _p(0.01, 'Daily confidence decay: c * (1 - rate) ^ days.',
                            lo=0.0, hi=1.0)
     episodic_half_life_days: float = _p(14.0, 'Recall-time half-life of episodic memories.',
@@ -117,6 +123,9 @@ class MemoryConfig:
                             '== "real".', lo=0.0, hi=100.0)
     max_fetch: int = _p(2000, 'Deepest candidate fetch per channel when filters starve '
                         'results.', lo=10, hi=100_000)
+    max_collections: int = _p(10_000, 'Collections a store may hold; a write that names a new '
+                              'collection beyond this is refused (any client can name one).',
+                              lo=1, hi=10_000_000)
 
     # --- decisions (contradictions and merges) -----------------------------------------------
     decider: str = _p('rules', 'Decision layer for updates/contradictions.',

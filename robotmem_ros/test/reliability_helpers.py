@@ -49,12 +49,9 @@ def fingerprint(engine: MemoryEngine) -> str:
     queries = ['SELECT type, name, sql FROM sqlite_master ORDER BY name']
     for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                  "AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"):
-        if not table.startswith(('memories_fts_', 'memories_vec_')):
+        if not table.startswith('memories_fts_'):
             queries.append(f'SELECT * FROM "{table}"')
     queries.append('SELECT rowid, body FROM memories_fts')
-    if engine.db.has_vec and conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE name = 'memories_vec'").fetchone():
-        queries.append('SELECT memory_id, collection, status, embedding FROM memories_vec')
     for sql in queries:
         digest.update(sql.encode())
         for row in sorted(repr(tuple(r)) for r in conn.execute(sql)):

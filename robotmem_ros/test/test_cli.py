@@ -168,9 +168,9 @@ def test_doctor_detects_and_repairs(built, db, tmp_path):
     fact = built['facts'][0]
     conn = raw(db)
     conn.execute("UPDATE memories_fts SET body = 'broken' WHERE rowid = ?", (fact,))
-    conn.execute('INSERT INTO memories_vec(memory_id, collection, embedding, status, category, '
-                 "kind, session_id) SELECT 777, collection, embedding, 'active', category, "
-                 'kind, session_id FROM memories_vec WHERE memory_id = ?', (fact,))
+    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code) '
+                 'SELECT 777, collection, session_id, is_fact, code FROM memory_vectors '
+                 'WHERE memory_id = ?', (fact,))
     conn.close()
     found = cli(db, 'doctor', '--json', rc=1)
     report = json.loads(found.stdout)

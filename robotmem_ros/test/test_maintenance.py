@@ -130,15 +130,18 @@ def test_doctor_detects_and_repairs_without_an_embedder(tmp_path):
     engine.forget(ids[3], reason='obsolete')
     engine.close()
     conn = raw(db)
-    vectors_before = conn.execute('SELECT COUNT(*) FROM memories_vec').fetchone()[0]
+    vectors_before = conn.execute('SELECT COUNT(*) FROM memory_vectors').fetchone()[0]
     conn.execute("UPDATE memories_fts SET body = 'garbage' WHERE rowid = ?", (ids[0],))
     conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (ids[1],))
     conn.execute("INSERT INTO memories_fts(rowid, body) VALUES (?, 'forgotten words')",
                  (ids[3],))
-    conn.execute('INSERT INTO memories_vec(memory_id, collection, embedding, status, category, '
-                 "kind, session_id) SELECT 9999, collection, embedding, 'active', category, "
-                 'kind, session_id FROM memories_vec WHERE memory_id = ?', (ids[0],))
-    conn.execute('DELETE FROM memories_vec WHERE memory_id = ?', (ids[2],))
+    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code) '
+                 'SELECT 9999, collection, session_id, is_fact, code FROM memory_vectors '
+                 'WHERE memory_id = ?', (ids[0],))
+    conn.execute('DELETE FROM memory_vectors WHERE memory_id = ?', (ids[2],))
+    conn.execute('DELETE FROM memory_embeddings WHERE memory_id = ?', (ids[2],))
+    # A sign-bit code that no longer matches its float vector (what the index scans).
+    conn.execute('UPDATE memory_vectors SET code = zeroblob(48) WHERE memory_id = ?', (ids[1],))
     conn.execute("INSERT INTO tags(memory_id, tag) VALUES (8888, 'orphan')")
     conn.execute("UPDATE memories SET session_id = 'lost-session' WHERE id = ?", (ids[1],))
     conn.close()
@@ -161,7 +164,7 @@ def test_doctor_detects_and_repairs_without_an_embedder(tmp_path):
     engine.close()
     conn = raw(db)
     # ids[2]'s vector was deleted, the stray and ids[1]'s stale row dropped: only ids[0] left.
-    assert conn.execute('SELECT COUNT(*) FROM memories_vec').fetchone()[0] == vectors_before - 2
+    assert conn.execute('SELECT COUNT(*) FROM memory_vectors').fetchone()[0] == vectors_before - 2
     conn.close()
     engine = open_engine(db, backend='onnx')
     assert engine.embed_pending() == 2
@@ -264,6 +267,9 @@ def test_stats_and_history(tmp_path):
     assert stats['sessions'] == {'total': 1, 'ended': 0, 'open': 1}
     assert sum(b['count'] for b in stats['confidence_histogram']) == 4
     assert stats['oldest'] <= stats['newest']
+    assert len(stats['growth_per_day']) == 7
+    assert stats['growth_per_day'][-1]['facts'] == 1
+    assert stats['growth_per_day'][-1]['perceptions'] == 3
     assert [e['event'] for e in engine.history(fact)] == ['create', 'update']
     assert engine.history(fact)[1]['old_content'] == 'never put metal in the microwave'
     with pytest.raises(NotFoundError):

@@ -61,6 +61,8 @@ def show_stats(console: Console, stats: dict[str, Any]) -> None:
     console.print(table('confidence of active memories', ('range', 'count', ''), [
         (f"{b['lo']:.1f}-{b['hi']:.1f}", b['count'], '█' * round(30 * b['count'] / peak))
         for b in stats['confidence_histogram']]))
+    console.print(table('stored per day (UTC)', ('day', 'facts', 'perceptions'), [
+        (d['day'], d['facts'], d['perceptions']) for d in stats['growth_per_day']]))
 
 
 def memory_rows(records: Iterable[dict[str, Any]], *, score: bool = False) -> Table:

@@ -20,7 +20,9 @@ consolidation is Jaccard-only and more conservative.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -88,13 +90,48 @@ def pair_similarity(a: Candidate, b: Candidate, config: MemoryConfig) -> float |
     return best
 
 
+def neighbours(items: Sequence[Candidate], config: MemoryConfig) -> dict[int, set[int]]:
+    """
+    Pairs that may be similar, found without visiting every pair (a superset of what sim keeps).
+
+    Cosine: one matrix product, pairs at or above the lower of the two cosine thresholds.
+    Jaccard: prefix filtering — two token sets with Jaccard >= t share a token among the
+    ``n - ceil(t * n) + 1`` rarest tokens of each, so only sets sharing such a token are paired.
+    """
+    near: dict[int, set[int]] = {c.id: set() for c in items}
+    embedded = [c for c in items if c.vector is not None]
+    if len(embedded) > 1:
+        matrix = np.stack([c.vector for c in embedded])
+        low = min(config.consolidation_cosine_threshold,
+                  config.consolidation_numeric_cosine_threshold)
+        rows, cols = np.nonzero(np.triu(matrix @ matrix.T >= low - 1e-6, 1))
+        for row, col in zip(rows.tolist(), cols.tolist()):
+            near[embedded[row].id].add(embedded[col].id)
+            near[embedded[col].id].add(embedded[row].id)
+    tokens = {c.id: textmod.jaccard_tokens(c.content) for c in items}
+    frequency = Counter(token for bag in tokens.values() for token in bag)
+    holders: dict[str, list[int]] = {}
+    threshold = max(config.consolidation_threshold, 0.0)
+    for cand in items:
+        ordered = sorted(tokens[cand.id], key=lambda token: (frequency[token], token))
+        prefix = ordered[:len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1]
+        for token in prefix:
+            for other in holders.setdefault(token, []):
+                near[cand.id].add(other)
+                near[other].add(cand.id)
+            holders[token].append(cand.id)
+    return near
+
+
 def greedy_clusters(items: Sequence[Candidate],
-                    sim: Callable[[Candidate, Candidate], float | None]) -> list[Cluster]:
+                    sim: Callable[[Candidate, Candidate], float | None],
+                    near: dict[int, set[int]] | None = None) -> list[Cluster]:
     """
     Greedy complete linkage: a member must be similar to every member already in.
 
     Stricter than single linkage, so A~B~C chains do not pull in an A that is unlike C.
-    Items are visited in the given order; each joins at most one cluster.
+    Items are visited in the given order; each joins at most one cluster. ``near`` (from
+    :func:`neighbours`) skips pairs that cannot be similar; the clusters are the same.
     """
     used: set[int] = set()
     clusters = []
@@ -103,7 +140,7 @@ def greedy_clusters(items: Sequence[Candidate],
             continue
         members, sims = [first], []
         for other in items[i + 1:]:
-            if other.id in used:
+            if other.id in used or (near is not None and other.id not in near[first.id]):
                 continue
             pair_sims = [sim(other, m) for m in members]
             if all(s is not None for s in pair_sims):
@@ -140,7 +177,7 @@ def consolidate(conn: Any, candidates: list[Candidate], config: MemoryConfig,
     sim = similarity_fn(config)
     clusters = []
     for group in by_category.values():
-        clusters.extend(greedy_clusters(group, sim))
+        clusters.extend(greedy_clusters(group, sim, neighbours(group, config)))
     for cluster in clusters:
         rep = cluster.representative
         for member in cluster.members:

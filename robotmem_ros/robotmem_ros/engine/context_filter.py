@@ -242,6 +242,19 @@ class ContextFilter:
         """Tell whether the filter matches everything (lets the engine skip context parsing)."""
         return not self.conditions
 
+    def sql_equalities(self) -> list[tuple[str, Any]]:
+        """
+        ``(json path, scalar)`` pairs the store may test in SQL before ranking.
+
+        A superset test: SQL's ``json_extract(...) = value`` holds for every context this
+        filter matches (it also lets ``1`` equal ``true``), so :meth:`matches` still decides.
+        Only plain-identifier paths qualify (a numeric segment indexes a list in Python but
+        names a key in a JSON path).
+        """
+        return [('$.' + '.'.join(c.path), c.operand) for c in self.conditions
+                if c.op == '$eq' and isinstance(c.operand, (str, int, float))
+                and all(segment.isidentifier() for segment in c.path)]
+
     def matches(self, context: Any) -> bool:
         """Tell whether a context satisfies every condition; a non-dict context has no paths."""
         return all(condition.holds(context) for condition in self.conditions)

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from robotmem_ros.engine.vector_index import VectorIndex
 from robotmem_ros.errors import CorruptDatabaseError, StorageError
 
 
@@ -33,7 +34,7 @@ except ImportError:  # pragma: no cover
 
 try:
     import sqlite_vec
-except ImportError:  # pragma: no cover - a broken install; reported by has_vec
+except ImportError:  # pragma: no cover - only needed to read schema-1 stores (has_vec)
     sqlite_vec = None
 
 BUSY_TIMEOUT_MS = 10_000
@@ -45,10 +46,17 @@ OperationalError = sqlite3.OperationalError
 DatabaseError = sqlite3.DatabaseError
 
 
+class StoreConnection(sqlite3.Connection):  # type: ignore[misc]
+    """A connection that knows the vector index of its store (store.vec_search uses it)."""
+
+    vector_index: VectorIndex | None = None
+
+
 def _connect(path: str, *, read_only: bool = False) -> Any:
     uri = pathlib.Path(path).absolute().as_uri() + ('?mode=ro' if read_only else '')
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                           isolation_level=None, check_same_thread=False)
+                           isolation_level=None, check_same_thread=False,
+                           factory=StoreConnection)
     conn.row_factory = sqlite3.Row
     conn.execute(f'PRAGMA busy_timeout={BUSY_TIMEOUT_MS}')
     conn.execute('PRAGMA foreign_keys=ON')
@@ -65,7 +73,7 @@ def _load_vec(conn: Any) -> None:
         sqlite_vec.load(conn)
         conn.enable_load_extension(False)
     except sqlite3.Error:
-        pass  # has_vec reports it; the store then runs BM25-only
+        pass  # has_vec reports it; only a schema-1 vec0 table needs the extension
 
 
 def prepare_path(path: pathlib.Path) -> None:
@@ -101,6 +109,8 @@ class Database:
         except sqlite3.DatabaseError as exc:
             raise classify(exc, path) from exc
         self.has_vec = self._probe_vec()
+        self.vectors = VectorIndex(self.reader)
+        self._writer.vector_index = self.vectors
 
     def _probe_vec(self) -> bool:
         try:
@@ -219,6 +229,7 @@ class Database:
         conn = getattr(self._local, 'conn', None)
         if conn is None:
             conn = _connect(str(self.path))
+            conn.vector_index = self.vectors
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)

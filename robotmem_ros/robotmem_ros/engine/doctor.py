@@ -12,9 +12,12 @@ from __future__ import annotations
 import pathlib
 from typing import Any, TYPE_CHECKING
 
+import numpy as np
+
 from robotmem_ros.engine import schema, store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.database import _connect, classify, DatabaseError, Error as SqlError
+from robotmem_ros.engine.vector_index import code_of
 from robotmem_ros.errors import CorruptDatabaseError, NotFoundError
 
 if TYPE_CHECKING:
@@ -24,7 +27,6 @@ UNIQUE_INDEX = 'uq_memories_active_fact'
 PROBLEMS = ('fts_missing', 'fts_stale', 'fts_stray', 'fts_index', 'vector_missing',
             'vector_stray', 'vector_metadata', 'orphan_tags', 'orphan_history',
             'missing_sessions', 'unique_index_missing')
-_VEC_META = ('collection', 'category', 'kind', 'session_id')
 
 
 def check_file(path: pathlib.Path) -> list[str]:
@@ -105,7 +107,7 @@ class _Findings:
         self.fts_stale = [mid for mid, r in live.items() if mid in indexed
                           and indexed[mid] != textmod.fts_index_text(r['content'])]
         self.fts_index = _fts_index_problem(engine)
-        self.vector_checks = engine.db.has_vec
+        self.vector_checks = True
         self.vector_missing: list[int] = []
         self.vector_stray: list[int] = []
         self.vector_metadata: list[int] = []
@@ -127,18 +129,19 @@ class _Findings:
         self.reindex_needed = engine.embedding.reindex_needed
 
     def _vectors(self, conn: Any, active: dict[int, Any]) -> None:
-        vecs: dict[int, Any] = {}
-        if store.has_vec_table(conn):
-            vecs = {r['memory_id']: r for r in conn.execute(
-                'SELECT memory_id, collection, status, category, kind, session_id '
-                'FROM memories_vec')}
+        vecs = {r[0]: (r[1], r[2]) for r in conn.execute(
+            'SELECT v.memory_id, v.code, e.embedding FROM memory_vectors v '
+            'LEFT JOIN memory_embeddings e ON e.memory_id = v.memory_id')}
+        vecs.update((r[0], (b'', r[1])) for r in conn.execute(
+            'SELECT memory_id, embedding FROM memory_embeddings WHERE memory_id NOT IN '
+            '(SELECT memory_id FROM memory_vectors)'))
         self.vector_missing = [mid for mid, r in active.items()
                                if r['embedded'] == 1 and mid not in vecs]
         self.vector_stray = [mid for mid in vecs if mid not in active]
+        # The sign-bit code the index scans must be the one of the stored float vector.
         self.vector_metadata = [
-            mid for mid, v in vecs.items() if mid in active and (
-                v['status'] != 'active'
-                or any((active[mid][k] or '') != (v[k] or '') for k in _VEC_META))]
+            mid for mid, (code, blob) in vecs.items() if mid in active
+            and (blob is None or code != code_of(np.frombuffer(blob, dtype='<f4')))]
 
     def counts(self) -> dict[str, int]:
         """Count the problems a repair fixes (0 = consistent)."""
@@ -183,7 +186,7 @@ def _repair(conn: Any, found: _Findings, engine: 'MemoryEngine') -> dict[str, in
     fixed.update(fts_stray=len(found.fts_stray), fts_missing=len(found.fts_missing),
                  fts_stale=len(found.fts_stale))
     for mid in found.vector_stray + found.vector_metadata:
-        conn.execute('DELETE FROM memories_vec WHERE memory_id = ?', (mid,))
+        store.delete_vector(conn, mid)
     for mid in found.vector_missing + found.vector_metadata:
         conn.execute('UPDATE memories SET embedded = 0 WHERE id = ?', (mid,))
     fixed.update(vector_stray=len(found.vector_stray), vector_missing=len(found.vector_missing),

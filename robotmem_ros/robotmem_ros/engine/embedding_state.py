@@ -30,6 +30,7 @@ class EmbeddingState:
         self.min_readability = min_readability
         self.error = load_error
         self.failures = 0
+        self.skipped = 0  # perceptions left BM25-only because the backlog was full
         self.reindex_needed = False
         self._last_log = 0.0
         self._lock = threading.Lock()
@@ -54,14 +55,11 @@ class EmbeddingState:
             store.set_meta(conn, 'embed_model_id', self.embedder.model_id)
             store.set_meta(conn, 'embed_dim', str(self.embedder.dim))
             store.set_meta(conn, 'embed_sha256', self.embedder.sha256)
-            store.create_vec_table(conn, self.embedder.dim)
         elif stored != self.embedder.model_id or stored_dim != str(self.embedder.dim):
             self.reindex_needed = True
             LOG.warning('database was embedded with %s (dim %s) but the node runs %s (dim %d): '
                         'recall runs BM25-only until `robotmem reindex`', stored, stored_dim,
                         self.embedder.model_id, self.embedder.dim)
-        elif not store.has_vec_table(conn):
-            store.create_vec_table(conn, self.embedder.dim)
 
     def readable(self, text: str) -> bool:
         """Return True when the model reads enough of ``text`` for its vector to mean something."""

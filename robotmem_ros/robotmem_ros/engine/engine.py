@@ -15,8 +15,6 @@ import time
 from typing import Any, Callable, Sequence
 import uuid
 
-import numpy as np
-
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import (consolidation, doctor, maintenance, reindex, store,
                                  transfer)
@@ -25,6 +23,7 @@ from robotmem_ros.engine.decay import apply_decay
 from robotmem_ros.engine.embedding_state import EmbeddingState
 from robotmem_ros.engine.learn import Learner
 from robotmem_ros.engine.recall import Recaller
+from robotmem_ros.engine.retention import prune_perceptions
 from robotmem_ros.engine.schema import migrate
 from robotmem_ros.engine.types import (EndSessionResult, EngineStatus, LearnResult,
                                        PerceptionInput, RecallResult, SessionInfo, UpdateResult)
@@ -58,9 +57,7 @@ class MemoryEngine:
         try:
             with self.db.write(wait_s=config.store_lock_timeout, on_wait=on_lock_wait) as conn:
                 migrate(conn)
-                if not self.db.has_vec:
-                    self.embedding.embedder = None
-                    self.embedding.error = 'sqlite-vec could not be loaded'
+                store.adopt_legacy_vectors(conn)
                 self.embedding.bind(conn)
         except RobotMemError:
             self.db.close()
@@ -159,7 +156,7 @@ class MemoryEngine:
                 with self._counter_lock:
                     self.stamps_replaced += 1
         return {'content': description, 'perception_type': perception_type,
-                'context': context, 'collection': self._collection(p.collection),
+                'context': context, 'collection': self._writable_collection(p.collection),
                 'session_id': self._session_id(p.session_id), 'created_at': created_at}
 
     def _write_perceptions(self, rows: list[dict]) -> list[int]:
@@ -185,6 +182,7 @@ class MemoryEngine:
         """Embed stored memories that have no vector yet (perceptions are embedded lazily)."""
         if not self.embedding.usable:
             return 0
+        self._bound_backlog()
         rows = self.db.reader().execute(
             "SELECT id, content FROM memories WHERE embedded = 0 AND status = 'active' "
             'ORDER BY id LIMIT ?', (int(limit),)).fetchall()
@@ -203,6 +201,32 @@ class MemoryEngine:
             raise classify(exc, self.db.path) from exc
         return len(rows)
 
+    def _bound_backlog(self) -> None:
+        """
+        Keep the embedding backlog within ``max_pending_embeddings``.
+
+        Past it, the oldest waiting perceptions stay BM25-only (``embedded = -2``), counted and
+        logged, never silently: a stream faster than the embedder would otherwise grow the
+        backlog without end.
+        """
+        cap = self._config.max_pending_embeddings
+        pending = self.db.reader().execute(
+            'SELECT COUNT(*) FROM memories WHERE embedded = 0').fetchone()[0]
+        if pending <= cap:
+            return
+        try:
+            with self.db.write() as conn:
+                skipped = conn.execute(
+                    'UPDATE memories SET embedded = -2 WHERE id IN (SELECT id FROM memories '
+                    "WHERE embedded = 0 AND type = 'perception' ORDER BY id LIMIT ?)",
+                    (pending - cap,)).rowcount
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        self.embedding.skipped += skipped
+        LOG.warning('embedding backlog of %d passed max_pending_embeddings = %d: %d oldest '
+                    'perceptions left BM25-only (%d so far)', pending, cap, skipped,
+                    self.embedding.skipped)
+
     # --- recall ----------------------------------------------------------------------------
 
     def recall(self, query: str, n: int = 0, min_confidence: float = -1.0,
@@ -217,7 +241,7 @@ class MemoryEngine:
     def start_session(self, context: str | dict = '', collection: str = '') -> SessionInfo:
         """Open an episode and return its id."""
         ctx = self._json('context', context)
-        collection = self._collection(collection)
+        collection = self._writable_collection(collection)
         session_id = uuid.uuid4().hex
         now = self.clock()
         try:
@@ -247,7 +271,9 @@ class MemoryEngine:
                 clusters = consolidation.consolidate(conn, candidates, cfg, now)
                 decayed = apply_decay(conn, collection, cfg.decay_rate, now,
                                       cfg.default_min_confidence)
+                pruned = prune_perceptions(conn, now=now, days=cfg.perception_retention_days)
                 summary = self._session_summary(conn, session, outcome_score, now)
+                summary['pruned_perceptions'] = pruned
                 conn.execute('INSERT INTO session_outcomes(session_id, outcome_score, '
                              'recorded_at) VALUES (?, ?, ?)', (session_id, outcome_score, now))
                 conn.execute('UPDATE sessions SET ended_at = ?, outcome_score = '
@@ -261,6 +287,7 @@ class MemoryEngine:
             merged_groups=len(clusters), superseded_count=superseded,
             compression_ratio=superseded / len(candidates) if candidates else 0.0,
             avg_similarity=sum(sims) / len(sims) if sims else 0.0, decayed_count=decayed,
+            pruned_perceptions=pruned,
             related_memories=self.recaller.related(session_id, collection, RELATED_LIMIT),
             summary=summary,
             consolidated=[{'representative_id': c.representative.id,
@@ -271,10 +298,7 @@ class MemoryEngine:
     def _session_vectors(self, session_id: str) -> dict[int, Any]:
         if not self.embedding.usable:
             return {}
-        rows = self.db.reader().execute(
-            'SELECT v.memory_id, v.embedding FROM memories_vec v JOIN memories m '
-            'ON m.id = v.memory_id WHERE m.session_id = ?', (session_id,)).fetchall()
-        return {mid: np.frombuffer(blob, dtype='<f4') for mid, blob in rows}
+        return store.session_vectors(self.db.reader(), session_id)
 
     def _session_summary(self, conn: Any, session: Any, outcome: float | None,
                          now: float) -> dict:
@@ -353,7 +377,7 @@ class MemoryEngine:
             db_bytes=_db_bytes(self.db.path), reindex_needed=self.embedding.reindex_needed,
             embed_error=self.embedding.error, embed_failures=self.embedding.failures,
             pending_embeddings=pending if self.embedding.usable else 0,
-            stamps_replaced=self.stamps_replaced)
+            embed_skipped=self.embedding.skipped, stamps_replaced=self.stamps_replaced)
 
     def _active_count(self, conn: Any, collection: str) -> int:
         return conn.execute('SELECT COUNT(*) FROM memories WHERE collection = ? '
@@ -408,6 +432,20 @@ class MemoryEngine:
         if not collection:
             return self._config.collection
         return check_text('collection', collection, max_chars=128)
+
+    def _writable_collection(self, collection: str) -> str:
+        """Return a collection a write may name: known already, or within ``max_collections``."""
+        name = self._collection(collection)
+        limit = self._config.max_collections
+        try:
+            admitted = store.collection_admitted(self.db.reader(), name, limit)
+        except SqlError as exc:
+            raise classify(exc, self.db.path) from exc
+        if not admitted:
+            raise ValidationError(
+                f'collection {name!r} is new and the store already holds max_collections = '
+                f'{limit} collections; write to an existing one or raise the parameter')
+        return name
 
     @staticmethod
     def _session_id(session_id: str) -> str:

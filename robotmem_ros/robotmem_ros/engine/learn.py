@@ -60,7 +60,7 @@ class Learner:
             'insight', insight, max_chars=eng.config.max_insight_chars))
         ctx = eng._json('context', context)
         fact = _Fact(content, {k: v for k, v in ctx.items() if k not in RESERVED_CONTEXT_KEYS},
-                     eng._collection(collection), eng._session_id(session_id),
+                     eng._writable_collection(collection), eng._session_id(session_id),
                      infer(content, ctx, has_session=bool(session_id)),
                      eng.embedding.embed_fact(content) if eng.embedding.usable else None)
         try:

@@ -115,12 +115,14 @@ class Recaller:
                         or options.created_from is not None or options.created_to is not None
                         or options.as_of is not None)
         fetch = min(n * (4 if filtered else 2), cfg.max_fetch)
+        pushed = cfilter.sql_equalities()  # equalities tested in SQL, before ranking
         while True:
             bm = store.fts_search(conn, fts_q, collection, fetch, now=now,
                                   session_id=session_id, min_confidence=min_conf,
-                                  include_inactive=options.include_superseded) if fts_q else []
-            vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id) \
-                if qvec is not None else []
+                                  include_inactive=options.include_superseded,
+                                  context=pushed) if fts_q else []
+            vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id,
+                                   context=pushed) if qvec is not None else []
             scores = rrf_fuse([[i for i, _ in bm], [i for i, _ in vec]], cfg.rrf_k)
             records = store.fetch_records(conn, list(scores))
             kept = [r for r in records.values()
@@ -149,10 +151,17 @@ class Recaller:
     def _list(self, collection: str, n: int, min_conf: float, session_id: str,
               cfilter: ContextFilter, options: FilterOptions, spatial: SpatialSort | None,
               now: float) -> list[MemoryRecord]:
-        """Query ``*``: memories passing the filters in time order (episode replay)."""
+        """
+        Query ``*``: memories passing the filters in time order (episode replay).
+
+        Pages through the matching rows with a (created_at, id) cursor until ``n`` pass the
+        context filter or the rows run out, so a rare match late in a long episode is found.
+        A spatial sort needs every match to order them; it ranks the first ``max_fetch``.
+        """
         cfg = self.engine.config
         conn = self.engine.db.reader()
-        where = ['m.collection = :c', 'm.confidence >= :minc']
+        where = ['m.collection = :c', 'm.confidence >= :minc',
+                 '(m.created_at > :lc OR (m.created_at = :lc AND m.id > :lid))']
         where.append("m.status != 'forgotten'" if options.include_superseded
                      else store.ACTIVE_SQL)
         if session_id:
@@ -161,19 +170,26 @@ class Recaller:
             where.append('m.created_at >= :t0')
         if options.created_to is not None:
             where.append('m.created_at <= :t1')
-        sql = (f'SELECT m.id FROM memories m WHERE {" AND ".join(where)} '
-               f'ORDER BY m.created_at, m.id LIMIT :lim OFFSET :off')
         params = {'c': collection, 'minc': min_conf, 'now': now, 's': session_id,
-                  't0': options.created_from, 't1': options.created_to, 'lim': LIST_CHUNK}
+                  't0': options.created_from, 't1': options.created_to, 'lim': LIST_CHUNK,
+                  'lc': float('-inf'), 'lid': 0}
+        for number, (path, value) in enumerate(cfilter.sql_equalities()):
+            where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
+            params.update({f'p{number}': path, f'v{number}': value})
+        sql = (f'SELECT m.id, m.created_at FROM memories m WHERE {" AND ".join(where)} '
+               f'ORDER BY m.created_at, m.id LIMIT :lim')
+        wanted = cfg.max_fetch if spatial is not None else n
         kept: list[MemoryRecord] = []
-        offset = 0
-        while spatial is not None or len(kept) < n:
-            ids = [row[0] for row in conn.execute(sql, {**params, 'off': offset})]
+        while len(kept) < wanted:
+            rows = conn.execute(sql, params).fetchall()
+            if not rows:
+                break
+            ids = [row[0] for row in rows]
             records = store.fetch_records(conn, ids)
             kept.extend(r for r in (records[i] for i in ids)
                         if _passes(r, min_conf, cfilter, options, now))
-            offset += LIST_CHUNK
-            if len(ids) < LIST_CHUNK or offset >= cfg.max_fetch:
+            params['lc'], params['lid'] = rows[-1][1], rows[-1][0]
+            if len(rows) < LIST_CHUNK:
                 break
         if spatial is not None:
             kept = spatial.apply(kept, lambda r: r.context)

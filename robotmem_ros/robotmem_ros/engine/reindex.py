@@ -42,6 +42,7 @@ def reindex(engine: 'MemoryEngine', batch_size: int = 64,
 def _run(engine: 'MemoryEngine', embedder: Any, batch_size: int,
          progress: Progress | None) -> dict[str, Any]:
     resumed, recreated = _start(engine, embedder)
+    engine.db.vectors.reset()  # re-embedded rows get new seqs; drop the old entries at once
     conn = engine.db.reader()
     pending = "FROM memories WHERE embedded = 0 AND status = 'active'"
     total = conn.execute(f'SELECT COUNT(*) {pending}').fetchone()[0]
@@ -78,11 +79,10 @@ def _start(engine: 'MemoryEngine', embedder: Any) -> tuple[bool, bool]:
                 store.get_meta(conn, 'embed_dim') == str(embedder.dim):
             return True, False
         same = (store.get_meta(conn, 'embed_model_id') == embedder.model_id
-                and store.get_meta(conn, 'embed_dim') == str(embedder.dim)
-                and store.has_vec_table(conn))
+                and store.get_meta(conn, 'embed_dim') == str(embedder.dim))
         if not same:
-            conn.execute('DROP TABLE IF EXISTS memories_vec')
-            store.create_vec_table(conn, embedder.dim)
+            conn.execute('DELETE FROM memory_vectors')
+            conn.execute('DELETE FROM memory_embeddings')
         store.set_meta(conn, 'embed_model_id', embedder.model_id)
         store.set_meta(conn, 'embed_dim', str(embedder.dim))
         store.set_meta(conn, 'embed_sha256', embedder.sha256)

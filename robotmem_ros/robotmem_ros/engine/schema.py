@@ -88,7 +88,42 @@ _V1 = [
         body, tokenize = "unicode61 remove_diacritics 0 tokenchars '.%'")""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1]
+# Vectors live in ordinary tables (docs/performance.md): the vec0 virtual table cost one
+# 1.67 MB chunk per collection and scanned every float per query. memory_vectors is narrow —
+# what the in-process index loads at start (sign-bit code, filter columns, copied from the
+# memory: they never change) in ``seq`` order (AUTOINCREMENT, never reused, so the index catches
+# up with any writer); the float vectors used for exact rescoring sit apart in
+# memory_embeddings. Rows of an old vec0 table are moved by store.adopt_legacy_vectors.
+_V2 = [
+    """
+    CREATE TABLE memory_vectors (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id INTEGER NOT NULL UNIQUE REFERENCES memories(id),
+        collection TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        is_fact INTEGER NOT NULL,
+        code BLOB NOT NULL)""",
+    """
+    CREATE TABLE memory_embeddings (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories(id),
+        embedding BLOB NOT NULL)""",
+    # Every collection ever written, kept by a trigger so the max_collections cap is one
+    # lookup, not a DISTINCT over the whole store.
+    """
+    CREATE TABLE collections (
+        name TEXT PRIMARY KEY,
+        created_at REAL NOT NULL)""",
+    """
+    INSERT INTO collections(name, created_at)
+        SELECT collection, MIN(created_at) FROM memories GROUP BY collection""",
+    """
+    CREATE TRIGGER memories_collection AFTER INSERT ON memories BEGIN
+        INSERT OR IGNORE INTO collections(name, created_at) VALUES (NEW.collection,
+                                                                     NEW.created_at);
+    END""",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -104,17 +139,3 @@ def migrate(conn: Any) -> int:
             conn.execute(statement)
         conn.execute(f'PRAGMA user_version={number + 1}')
     return version
-
-
-def vec_table_sql(dim: int) -> str:
-    """
-    DDL of the vector table for a model of ``dim`` dimensions.
-
-    Collection is the partition key (sessions would bloat chunks); status, category, kind and
-    session are metadata columns so the KNN itself filters, and a filtered query still gets k
-    rows.
-    """
-    return (f'CREATE VIRTUAL TABLE IF NOT EXISTS memories_vec USING vec0('
-            f'memory_id INTEGER PRIMARY KEY, collection TEXT PARTITION KEY, '
-            f'embedding float[{int(dim)}] distance_metric=cosine, '
-            f'status TEXT, category TEXT, kind TEXT, session_id TEXT)')

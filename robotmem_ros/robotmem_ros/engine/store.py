@@ -14,19 +14,15 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine.schema import vec_table_sql
+from robotmem_ros.engine.database import Error as SqlError
 from robotmem_ros.engine.types import MemoryRecord
+from robotmem_ros.engine.vector_index import code_of, to_blob
 
 ACTIVE_SQL = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > :now)"
 MEMORY_COLUMNS = ('m.id, m.type, m.content, m.collection, m.session_id, m.category, '
                   'm.perception_type, m.kind, m.confidence, m.context_json, m.status, '
                   'm.superseded_by, m.access_count, m.created_at, m.last_accessed, '
                   'm.valid_from, m.valid_until')
-
-
-def to_blob(vector: np.ndarray) -> bytes:
-    """Serialize a vector the way sqlite-vec expects (little-endian float32)."""
-    return np.asarray(vector, dtype='<f4').tobytes()
 
 
 def record_of(row: Any, tags: Sequence[str] = ()) -> MemoryRecord:
@@ -84,6 +80,15 @@ def ensure_session(conn: Any, session_id: str, collection: str, now: float,
 def get_session(conn: Any, session_id: str) -> Any:
     """Return the session row or None."""
     return conn.execute('SELECT * FROM sessions WHERE id = ?', (session_id,)).fetchone()
+
+
+# --- collections -----------------------------------------------------------------------------
+
+def collection_admitted(conn: Any, name: str, limit: int) -> bool:
+    """Tell whether a write may name ``name``: it exists already, or the store has room."""
+    if conn.execute('SELECT 1 FROM collections WHERE name = ?', (name,)).fetchone():
+        return True
+    return conn.execute('SELECT COUNT(*) FROM collections').fetchone()[0] < limit
 
 
 # --- memories --------------------------------------------------------------------------------
@@ -170,63 +175,96 @@ def replace_content(conn: Any, memory_id: int, content: str, context: dict) -> N
 
 # --- vectors ---------------------------------------------------------------------------------
 
-def has_vec_table(conn: Any) -> bool:
-    """Return True when the vector table exists."""
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_vec'").fetchone() \
-        is not None
-
-
-def create_vec_table(conn: Any, dim: int) -> None:
-    """Create the vector table for ``dim`` if missing."""
-    conn.execute(vec_table_sql(dim))
-
-
 def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
     """Store a memory's vector (or mark it as not embeddable when ``vector`` is None)."""
     if vector is None:
         conn.execute('UPDATE memories SET embedded = -1 WHERE id = ?', (memory_id,))
         return
-    row = conn.execute('SELECT collection, status, category, kind, session_id FROM memories '
-                       'WHERE id = ?', (memory_id,)).fetchone()
+    row = conn.execute('SELECT status, collection, session_id, type FROM memories WHERE id = ?',
+                       (memory_id,)).fetchone()
     if row is None or row['status'] != 'active':
         return
-    conn.execute('DELETE FROM memories_vec WHERE memory_id = ?', (memory_id,))
-    conn.execute(
-        'INSERT INTO memories_vec(memory_id, collection, embedding, status, category, kind, '
-        'session_id) VALUES (?, ?, ?, ?, ?, ?, ?)',
-        (memory_id, row['collection'], to_blob(vector), 'active', row['category'], row['kind'],
-         row['session_id'] or ''))
+    # Delete + insert (not upsert): a replaced vector gets a new seq, so every process's index
+    # sees the change.
+    conn.execute('DELETE FROM memory_vectors WHERE memory_id = ?', (memory_id,))
+    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code) '
+                 'VALUES (?, ?, ?, ?, ?)',
+                 (memory_id, row['collection'], row['session_id'] or '', row['type'] == 'fact',
+                  code_of(vector)))
+    conn.execute('INSERT OR REPLACE INTO memory_embeddings(memory_id, embedding) VALUES (?, ?)',
+                 (memory_id, to_blob(vector)))
     conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
 
 
 def delete_vector(conn: Any, memory_id: int) -> None:
-    """Remove a memory from the vector index (no-op without a vector table)."""
-    if has_vec_table(conn):
-        conn.execute('DELETE FROM memories_vec WHERE memory_id = ?', (memory_id,))
+    """Remove a memory's vector; every index drops it on its next search."""
+    conn.execute('DELETE FROM memory_vectors WHERE memory_id = ?', (memory_id,))
+    conn.execute('DELETE FROM memory_embeddings WHERE memory_id = ?', (memory_id,))
+
+
+def session_vectors(conn: Any, session_id: str) -> dict[int, np.ndarray]:
+    """Float vectors of a session's memories, keyed by id."""
+    rows = conn.execute('SELECT e.memory_id, e.embedding FROM memory_embeddings e '
+                        'JOIN memories m ON m.id = e.memory_id WHERE m.session_id = ?',
+                        (session_id,))
+    return {mid: np.frombuffer(blob, dtype='<f4') for mid, blob in rows}
 
 
 def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
-               session_id: str = '', type_: str = '') -> list[tuple[int, float]]:
-    """KNN inside the index, filtered by partition and metadata; returns (id, cosine sim)."""
-    sql = ('SELECT memory_id, distance FROM memories_vec WHERE embedding MATCH ? AND k = ? '
-           "AND collection = ? AND status = 'active'")
-    args: list[Any] = [to_blob(vector), int(k), collection]
-    if session_id:
-        sql += ' AND session_id = ?'
-        args.append(session_id)
-    if type_:  # perceptions carry category 'perception'; facts never do
-        sql += ' AND category = ?' if type_ == 'perception' else ' AND category != ?'
-        args.append('perception')
-    rows = conn.execute(sql + ' ORDER BY distance', args).fetchall()
-    return [(row[0], 1.0 - row[1]) for row in rows]
+               session_id: str = '', type_: str = '',
+               context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
+    """
+    K nearest active memories of a collection (optionally one session / type); (id, cosine).
+
+    ``context`` holds (json path, value) equalities every result must meet (tested on the
+    candidates in SQL, so a selective filter still gets k results when k exist). Runs on the
+    index of the store the connection belongs to (database.StoreConnection); a connection
+    opened without one (a bare tool connection) has no vector search.
+    """
+    index = getattr(conn, 'vector_index', None)
+    if index is None:
+        return []
+    return index.search(conn, vector, collection, k, session_id=session_id, type_=type_,
+                        where=context_sql(context))
+
+
+def context_sql(context: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
+    """Build SQL conditions (on alias ``m``) and parameters for (json path, value) pairs."""
+    return (''.join(' AND json_extract(m.context_json, ?) = ?' for _ in context),
+            [item for pair in context for item in pair])
+
+
+def adopt_legacy_vectors(conn: Any) -> int:
+    """
+    Move the vectors of a sqlite-vec ``memories_vec`` table (schema 1) into memory_vectors.
+
+    Needs sqlite-vec loaded to read the old table; without it the memories are marked for
+    re-embedding instead, so no vector is silently lost. Returns the rows moved.
+    """
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_vec'").fetchone() is None:
+        return 0
+    try:
+        rows = conn.execute('SELECT memory_id, embedding FROM memories_vec').fetchall()
+    except SqlError:  # the vec0 module is not loaded: re-embed instead
+        conn.execute('UPDATE memories SET embedded = 0 WHERE embedded = 1')
+        return 0
+    for memory_id, blob in rows:
+        put_vector(conn, memory_id, np.frombuffer(blob, dtype='<f4'))
+    conn.execute('DROP TABLE memories_vec')
+    return len(rows)
 
 
 # --- full text -------------------------------------------------------------------------------
 
 def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float,
                session_id: str = '', type_: str = '', include_inactive: bool = False,
-               min_confidence: float = 0.0) -> list[tuple[int, float]]:
-    """BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query."""
+               min_confidence: float = 0.0,
+               context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
+    """
+    BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query.
+
+    ``context``: (json path, value) equalities every result must meet (see vec_search).
+    """
     where = ['memories_fts MATCH :q', 'm.collection = :c', 'm.confidence >= :minc']
     if not include_inactive:
         where.append(ACTIVE_SQL)
@@ -236,11 +274,15 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         where.append('m.session_id = :s')
     if type_:
         where.append('m.type = :t')
+    params = {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
+              's': session_id, 't': type_, 'lim': int(limit)}
+    for number, (path, value) in enumerate(context):
+        where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
+        params.update({f'p{number}': path, f'v{number}': value})
     # CROSS JOIN pins the FTS table as the outer loop: with a plain JOIN the planner may walk
     # idx_memories_collection and evaluate MATCH once per stored row (linear in the store).
     sql = (f'SELECT m.id, bm25(memories_fts) AS score FROM memories_fts '
            f'CROSS JOIN memories m ON m.id = memories_fts.rowid WHERE {" AND ".join(where)} '
            f'ORDER BY score LIMIT :lim')
-    rows = conn.execute(sql, {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
-                              's': session_id, 't': type_, 'lim': int(limit)}).fetchall()
+    rows = conn.execute(sql, params).fetchall()
     return [(row[0], row[1]) for row in rows]

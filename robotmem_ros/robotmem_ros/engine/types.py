@@ -81,6 +81,7 @@ class EndSessionResult:
     compression_ratio: float = 0.0
     avg_similarity: float = 0.0
     decayed_count: int = 0
+    pruned_perceptions: int = 0
     related_memories: list[MemoryRecord] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     consolidated: list[dict[str, Any]] = field(default_factory=list)
@@ -122,4 +123,5 @@ class EngineStatus:
     embed_error: str = ''
     embed_failures: int = 0
     pending_embeddings: int = 0
+    embed_skipped: int = 0          # perceptions left BM25-only by the bounded backlog
     stamps_replaced: int = 0       # perception stamps outside the plausible window

@@ -66,7 +66,7 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
     if store is None:
         embed_diag = _status('robotmem: embedder', DiagnosticStatus.STALE, 'not loaded', hw)
     else:
-        degraded = (store.embed_error or store.embed_failures
+        degraded = (store.embed_error or store.embed_failures or store.embed_skipped
                     or (store.embed_backend != 'none' and requested_device != 'auto'
                         and store.embed_device != requested_device))
         embed_diag = _status(
@@ -74,7 +74,8 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
             store.embed_error or ('fallback or failures' if degraded else 'OK'), hw,
             backend=store.embed_backend, device=store.embed_device,
             requested_device=requested_device, model_id=store.model_id,
-            failures=store.embed_failures, pending_embeddings=store.pending_embeddings)
+            failures=store.embed_failures, pending_embeddings=store.pending_embeddings,
+            skipped_backlog=store.embed_skipped)
     if counters.failed:
         level, message = DiagnosticStatus.ERROR, 'perception writes failed'
     elif counters.dropped or counters.backlog >= BACKLOG_WARN_SHARE * max_buffer:

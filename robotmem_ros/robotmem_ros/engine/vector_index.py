@@ -1,0 +1,243 @@
+"""
+In-process vector index over the ``memory_vectors`` table: binary codes scanned, floats rescored.
+
+Why this design (measured on the 2-core target, see docs/performance.md): sqlite-vec's vec0
+table scans every float vector per query (44-66 ms at 100k) and costs one 1.67 MB chunk per
+collection partition; an HNSW graph (usearch i8) took 190 s to build for 100k vectors on this
+machine and cannot filter by session in its Python API. A sign bit per dimension (48 bytes for
+384 dimensions) held in numpy and scanned with popcount is 30x smaller than the floats, needs
+no build, filters by collection / session / type with boolean masks *before* ranking, and the
+float vectors of the best candidates are re-read from SQLite to rank them exactly.
+
+The SQLite file is the only source of truth. The index is rebuilt from it at start and catches
+up on every search with the rows committed since (``seq`` grows with every vector written, by
+any process). A vector deleted or replaced in the database stays in the arrays until a search
+finds that its ``(memory_id, seq)`` is gone; rescoring reads the row back, so a stale entry can
+cost a candidate slot but can never be returned. When fewer than ``k`` candidates survive, the
+pool grows until the filtered set is exhausted: a filtered search returns ``k`` results when
+``k`` exist.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+# Float vectors re-read per search; small filtered sets are rescored entirely (exact).
+RESCORE_MIN = 256
+RESCORE_PER_K = 10
+WORD_BYTES = 8
+GROW = 1.5
+LOAD_CHUNK = 50_000
+
+
+def code_of(vector: np.ndarray) -> bytes:
+    """Sign bits of a vector, padded to whole 64-bit words (what the index scans)."""
+    bits = np.packbits(np.asarray(vector) > 0)
+    pad = (-len(bits)) % WORD_BYTES
+    return bits.tobytes() + b'\0' * pad
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    """Serialize a float vector as little-endian float32."""
+    return np.asarray(vector, dtype='<f4').tobytes()
+
+
+class VectorIndex:
+    """Binary codes plus filter columns of every stored vector, kept in step with SQLite."""
+
+    def __init__(self, reader: Callable[[], Any]) -> None:
+        self._reader = reader
+        self._lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+        self._size = 0
+        self._words = 0
+        self._codes = np.zeros((0, 0), dtype=np.uint64)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._seqs = np.zeros(0, dtype=np.int64)
+        self._coll = np.zeros(0, dtype=np.int32)
+        self._sess = np.zeros(0, dtype=np.int32)
+        self._fact = np.zeros(0, dtype=bool)
+        self._alive = np.zeros(0, dtype=bool)
+        self._names: dict[str, dict[str, int]] = {'collection': {}, 'session': {'': 0}}
+        self._last_seq = 0
+
+    # --- keeping up with the database ----------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget everything (after a reindex); the next search reloads from the database."""
+        with self._lock:
+            self._size = 0
+            self._last_seq = 0
+
+    def refresh(self) -> int:
+        """Load the vectors committed since the last call (all of them the first time)."""
+        with self._refresh_lock:
+            return self._load_since()
+
+    def _load_since(self) -> int:
+        conn = self._reader()
+        loaded = 0
+        while True:  # in chunks: a million Python rows at once would double the start RSS
+            rows = conn.execute(
+                'SELECT seq, memory_id, code, collection, session_id, is_fact '
+                'FROM memory_vectors WHERE seq > ? ORDER BY seq LIMIT ?',
+                (self._last_seq, LOAD_CHUNK)).fetchall()
+            if rows:
+                with self._lock:
+                    self._append(rows)
+                loaded += len(rows)
+            if len(rows) < LOAD_CHUNK:
+                return loaded
+
+    def _append(self, rows: list[Any]) -> None:
+        self._last_seq = max(self._last_seq, rows[-1][0])
+        if self._size == 0:
+            self._words = len(rows[0][2]) // WORD_BYTES
+        # Codes of another width come from another model: reindex removes them.
+        rows = [r for r in rows if len(r[2]) == self._words * WORD_BYTES]
+        count = len(rows)
+        if not count:
+            return
+        codes = np.frombuffer(b''.join(r[2] for r in rows), dtype=np.uint64)
+        self._reserve(self._size + count)
+        end = self._size + count
+        part = slice(self._size, end)
+        self._codes[part] = codes.reshape(count, self._words)
+        self._seqs[part] = [r[0] for r in rows]
+        self._ids[part] = [r[1] for r in rows]
+        self._coll[part] = self._codes_of('collection', [r[3] for r in rows])
+        self._sess[part] = self._codes_of('session', [r[4] for r in rows])
+        self._fact[part] = [bool(r[5]) for r in rows]
+        self._alive[part] = True
+        self._size = end
+
+    def _codes_of(self, kind: str, values: list[str]) -> np.ndarray:
+        """Small integer codes of names (one dict lookup per distinct name, not per row)."""
+        names = self._names[kind]
+        distinct, inverse = np.unique(np.array(values, dtype=object), return_inverse=True)
+        codes = np.array([names.setdefault(name, len(names) + 1) for name in distinct],
+                         dtype=np.int32)
+        return codes[inverse]
+
+    def _reserve(self, needed: int) -> None:
+        capacity = len(self._ids)
+        if needed <= capacity and self._codes.shape[1] == self._words:
+            return
+        new = max(needed, int(capacity * GROW), 1024)
+        codes = np.zeros((new, self._words), dtype=np.uint64)
+        if self._codes.shape[1] == self._words:
+            codes[:self._size] = self._codes[:self._size]
+        self._codes = codes
+        for attr in ('_ids', '_seqs', '_coll', '_sess', '_fact', '_alive'):
+            old = getattr(self, attr)
+            grown = np.zeros(new, dtype=old.dtype)
+            grown[:self._size] = old[:self._size]
+            setattr(self, attr, grown)
+
+    # --- search ------------------------------------------------------------------------
+
+    def search(self, conn: Any, vector: np.ndarray, collection: str, k: int, *,
+               session_id: str = '', type_: str = '',
+               where: tuple[str, list[Any]] = ('', [])) -> list[tuple[int, float]]:
+        """
+        Nearest active memories by cosine, filtered before ranking; returns (id, cosine).
+
+        ``conn`` is the connection whose view decides what exists (the writer inside a learn,
+        a reader for recall); the index itself only proposes candidates. ``where`` adds SQL
+        conditions on ``memories m`` that candidates must meet; the pool grows until ``k``
+        meet them or none are left.
+        """
+        self.refresh()
+        with self._lock:
+            selected = self._select(collection, session_id, type_)
+            if selected.size == 0:
+                return []
+            query = np.frombuffer(code_of(vector), dtype=np.uint64)
+            codes, ids, seqs = self._codes, self._ids, self._seqs
+        distance = _hamming(codes, query, int(selected[-1]) + 1)[selected]
+        pool = max(RESCORE_MIN, RESCORE_PER_K * k)
+        found: dict[int, float] = {}
+        for batch in _nearest_first(distance, pool):
+            rows = selected[batch]
+            found.update(self._rescore(conn, vector, ids[rows], seqs[rows], where))
+            if len(found) >= k:
+                break
+        best = sorted(found.items(), key=lambda item: (-item[1], item[0]))
+        return best[:k]
+
+    def _select(self, collection: str, session_id: str, type_: str) -> np.ndarray:
+        code = self._names['collection'].get(collection)
+        if code is None:
+            return np.zeros(0, dtype=np.int64)
+        size = self._size
+        mask = self._alive[:size] & (self._coll[:size] == code)
+        if session_id:
+            mask &= self._sess[:size] == self._names['session'].get(session_id, -1)
+        if type_:
+            mask &= self._fact[:size] == (type_ != 'perception')
+        return np.flatnonzero(mask)
+
+    def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
+                 where: tuple[str, list[Any]]) -> dict[int, float]:
+        """Exact cosine of candidates that still hold that vector and are still active."""
+        wanted = set(zip(ids.tolist(), seqs.tolist()))
+        unique = sorted({memory_id for memory_id, _ in wanted})
+        marks = ','.join('?' * len(unique))
+        rows = conn.execute(
+            f'SELECT m.id, v.seq, e.embedding FROM memories m '
+            f'JOIN memory_vectors v ON v.memory_id = m.id '
+            f'JOIN memory_embeddings e ON e.memory_id = m.id '
+            f"WHERE m.id IN ({marks}) AND m.status = 'active'{where[0]}",
+            [*unique, *where[1]]).fetchall()
+        live = [r for r in rows if (r[0], r[1]) in wanted]
+        if not live:
+            return {}
+        matrix = np.frombuffer(b''.join(r[2] for r in live), dtype='<f4').reshape(len(live), -1)
+        sims = matrix @ np.asarray(vector, dtype=np.float32)
+        return {r[0]: float(s) for r, s in zip(live, sims)}
+
+    def forget(self, memory_ids: list[int]) -> None:
+        """Drop entries whose vector a committed transaction deleted (saves candidate slots)."""
+        if not memory_ids:
+            return
+        with self._lock:
+            size = self._size
+            self._alive[:size] &= ~np.isin(self._ids[:size], memory_ids)
+
+    def stats(self) -> dict[str, int]:
+        """Entries held and bytes of the arrays (for status and benchmarks)."""
+        with self._lock:
+            live = int(self._alive[:self._size].sum())
+            nbytes = sum(getattr(self, a).nbytes for a in
+                         ('_codes', '_ids', '_seqs', '_coll', '_sess', '_fact', '_alive'))
+        return {'entries': self._size, 'live': live, 'bytes': nbytes}
+
+
+def _hamming(codes: np.ndarray, query: np.ndarray, rows: int) -> np.ndarray:
+    """Hamming distance of the first ``rows`` codes to ``query``, one 64-bit word at a time."""
+    distance = np.zeros(rows, dtype=np.uint16)
+    for word in range(codes.shape[1]):
+        distance += np.bitwise_count(codes[:rows, word] ^ query[word])
+    return distance
+
+
+def _nearest_first(distance: np.ndarray, pool: int) -> Iterator[np.ndarray]:
+    """
+    Yield positions by increasing distance: the best ``pool`` first, then the rest in batches.
+
+    Most searches stop after the first batch, so only a partial sort is paid for.
+    """
+    if distance.size <= pool:
+        yield np.argsort(distance, kind='stable')
+        return
+    first = np.argpartition(distance, pool - 1)[:pool]
+    yield first[np.argsort(distance[first], kind='stable')]
+    rest = np.ones(distance.size, dtype=bool)
+    rest[first] = False
+    others = np.flatnonzero(rest)
+    order = others[np.argsort(distance[others], kind='stable')]
+    for start in range(0, order.size, pool * 4):
+        yield order[start:start + pool * 4]

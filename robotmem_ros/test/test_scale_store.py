@@ -1,0 +1,282 @@
+"""Scale edges of the store: vector index, '*' listing, collection cost and cap (issues 13, 15)."""
+
+from __future__ import annotations
+
+from engine_helpers import make_engine
+import numpy as np
+import pysqlite3.dbapi2 as sqlite3
+import pytest
+from robotmem_ros.engine import schema, store
+from robotmem_ros.engine.types import PerceptionInput
+from robotmem_ros.errors import ValidationError
+import sqlite_vec
+
+
+def _unit(rng: np.random.Generator, rows: int, dim: int = 384) -> np.ndarray:
+    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def _bulk(engine, vectors: np.ndarray, collection: str, session: str = '',
+          data: str = '') -> list[int]:
+    """Store one perception per vector through the batch path, then attach the vectors."""
+    ids = engine.save_perceptions([
+        PerceptionInput(description=f'reading {i}', collection=collection, session_id=session,
+                        data=data) for i in range(len(vectors))])
+    with engine.db.write() as conn:
+        for memory_id, vector in zip(ids, vectors):
+            store.put_vector(conn, memory_id, vector)
+    return ids
+
+
+def _exact(vectors: np.ndarray, ids: list[int], query: np.ndarray, k: int) -> list[int]:
+    order = np.argsort(-(vectors @ query), kind='stable')[:k]
+    return [ids[i] for i in order]
+
+
+def test_small_sets_are_searched_exactly_and_large_ones_nearly(tmp_path):
+    rng = np.random.default_rng(7)
+    engine = make_engine(tmp_path)
+    small = _unit(rng, 200)
+    small_ids = _bulk(engine, small, 'small')
+    # Topics, as real memories have them: 100 centres with 30 variations each.
+    centres = _unit(rng, 100)
+    large = np.repeat(centres, 30, axis=0) + 0.05 * rng.standard_normal((3000, 384))
+    large = (large / np.linalg.norm(large, axis=1, keepdims=True)).astype(np.float32)
+    large_ids = _bulk(engine, large, 'large')
+    conn = engine.db.reader()
+    overlap = []
+    near = centres[:20] + 0.05 * rng.standard_normal((20, 384))
+    for query in (near / np.linalg.norm(near, axis=1, keepdims=True)).astype(np.float32):
+        got = [i for i, _ in store.vec_search(conn, query, 'small', 10)]
+        assert got == _exact(small, small_ids, query, 10)
+        got = [i for i, _ in store.vec_search(conn, query, 'large', 10)]
+        overlap.append(len(set(got) & set(_exact(large, large_ids, query, 10))) / 10)
+    # Queries near a topic, as a recall is near what was stored (bench: real texts).
+    assert np.mean(overlap) >= 0.9
+    engine.close()
+
+
+def test_filtered_search_returns_k_when_k_exist(tmp_path):
+    rng = np.random.default_rng(1)
+    engine = make_engine(tmp_path)
+    _bulk(engine, _unit(rng, 2000), 'shared')
+    session = engine.start_session(collection='shared').session_id
+    mine = _bulk(engine, _unit(rng, 15), 'shared', session)
+    conn = engine.db.reader()
+    hits = store.vec_search(conn, _unit(rng, 1)[0], 'shared', 10, session_id=session)
+    assert len(hits) == 10 and {i for i, _ in hits} <= set(mine)
+    assert len(store.vec_search(conn, _unit(rng, 1)[0], 'shared', 50, session_id=session)) == 15
+    assert store.vec_search(conn, _unit(rng, 1)[0], 'shared', 5, type_='fact') == []
+    engine.close()
+
+
+def test_context_equalities_are_tested_before_ranking(tmp_path):
+    rng = np.random.default_rng(3)
+    engine = make_engine(tmp_path)
+    _bulk(engine, _unit(rng, 3000), 'default', data='{"robot": "b", "ok": true}')
+    mine = _bulk(engine, _unit(rng, 12), 'default', data='{"robot": "a", "ok": true}')
+    one = _bulk(engine, _unit(rng, 1), 'default', data='{"robot": "a", "ok": 1}')
+    hits = store.vec_search(engine.db.reader(), _unit(rng, 1)[0], 'default', 10,
+                            context=[('$.data.robot', 'a')])
+    assert len(hits) == 10 and {i for i, _ in hits} <= set(mine + one)
+    recalled = engine.recall('reading', n=20, context_filter={'data.robot': 'a', 'data.ok': True})
+    assert sorted(m.id for m in recalled.memories) == mine  # 1 is not true (JSON equality)
+    listed = engine.recall('*', n=20, context_filter={'data.robot': 'a'})
+    assert sorted(m.id for m in listed.memories) == sorted(mine + one)
+    engine.close()
+
+
+def test_stale_entries_are_never_returned(tmp_path):
+    engine = make_engine(tmp_path, embed=True)
+    first = engine.learn('the red cup is on the left shelf').memory_id
+    second = engine.learn('the gripper must close at 12.5N for cups').memory_id
+    query = engine.embedding.embed_query('red cup shelf')
+    assert store.vec_search(engine.db.reader(), query, 'default', 5)[0][0] == first
+    engine.forget(first)
+    assert [i for i, _ in store.vec_search(engine.db.reader(), query, 'default', 5)] == [second]
+    engine.update(second, 'the blue box sits under the table')
+    hits = store.vec_search(engine.db.reader(), engine.embedding.embed_query('blue box'),
+                            'default', 5)
+    assert [i for i, _ in hits] == [second] and hits[0][1] > 0.5
+    engine.close()
+
+
+def test_index_catches_up_with_another_writer(tmp_path):
+    node = make_engine(tmp_path, embed=True)
+    node.learn('the lab door sticks in the morning')
+    assert node.recall('door').total == 1
+    cli = make_engine(tmp_path, embed=True)  # a second writer on the same file (the CLI)
+    added = cli.learn('forklift zone is off limits after 6pm').memory_id
+    cli.close()
+    query = node.embedding.embed_query('forklift zone')
+    assert store.vec_search(node.db.reader(), query, 'default', 1)[0][0] == added
+    node.close()
+
+
+def test_index_is_rebuilt_from_the_file_at_start(tmp_path):
+    engine = make_engine(tmp_path, embed=True)
+    wanted = engine.learn('the charging dock is behind the blue door').memory_id
+    engine.close()
+    again = make_engine(tmp_path, embed=True)
+    query = again.embedding.embed_query('where is the charging dock')
+    assert store.vec_search(again.db.reader(), query, 'default', 1)[0][0] == wanted
+    assert again.db.vectors.stats()['live'] == 1
+    again.close()
+
+
+def test_a_schema_1_vec0_store_is_adopted(tmp_path):
+    path = tmp_path / 'old.db'
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    for statement in schema.MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute('PRAGMA user_version=1')
+    conn.execute('CREATE VIRTUAL TABLE memories_vec USING vec0(memory_id INTEGER PRIMARY KEY, '
+                 'collection TEXT PARTITION KEY, embedding float[384] distance_metric=cosine, '
+                 'status TEXT, category TEXT, kind TEXT, session_id TEXT)')
+    conn.close()
+    engine = make_engine(tmp_path, embed=True, name='old.db')
+    text = 'the torque wrench lives in the second drawer'
+    memory_id = engine.learn(text).memory_id
+    vector = engine.embedding.embed_fact(text)
+    engine.close()
+    conn = sqlite3.connect(str(path), isolation_level=None)  # put it back the old way
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.execute('PRAGMA user_version=1')
+    conn.execute('DROP TABLE memory_vectors')
+    conn.execute('DROP TABLE memory_embeddings')
+    conn.execute('DROP TRIGGER memories_collection')
+    conn.execute('DROP TABLE collections')
+    conn.execute('CREATE VIRTUAL TABLE memories_vec USING vec0(memory_id INTEGER PRIMARY KEY, '
+                 'collection TEXT PARTITION KEY, embedding float[384] distance_metric=cosine, '
+                 'status TEXT, category TEXT, kind TEXT, session_id TEXT)')
+    conn.execute("INSERT INTO memories_vec VALUES (?, 'default', ?, 'active', '', 'semantic', '')",
+                 (memory_id, store.to_blob(vector)))
+    conn.close()
+    engine = make_engine(tmp_path, embed=True, name='old.db')
+    hits = store.vec_search(engine.db.reader(), engine.embedding.embed_query('torque wrench'),
+                            'default', 1)
+    assert hits[0][0] == memory_id and hits[0][1] > 0.5
+    reader = engine.db.reader()
+    assert reader.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_vec'"
+                          ).fetchone() is None
+    assert reader.execute('SELECT name FROM collections').fetchall()[0][0] == 'default'
+    assert engine.doctor()['ok']
+    engine.close()
+
+
+def test_star_listing_with_a_filter_finds_every_match(tmp_path):
+    engine = make_engine(tmp_path)
+    session = engine.start_session().session_id
+    engine.save_perceptions([
+        PerceptionInput(description=f'step {i}', session_id=session, data={'i': i},
+                        created_at=1_700_000_000.0 + i) for i in range(5000)])
+    late = engine.recall('*', n=20, session_id=session, context_filter={'data.i': {'$gte': 4990}})
+    assert [m.context['data']['i'] for m in late.memories] == list(range(4990, 5000))
+    one = engine.recall('*', n=5, context_filter={'data.i': 2600})
+    assert [m.context['data']['i'] for m in one.memories] == [2600]
+    engine.close()
+
+
+def test_collections_are_capped(tmp_path):
+    engine = make_engine(tmp_path, max_collections=2)
+    engine.learn('the red cup is on the left shelf', collection='kitchen')
+    engine.learn('the drill is in the workshop', collection='workshop')
+    before = engine.db.reader().execute('SELECT COUNT(*) FROM memories').fetchone()[0]
+    with pytest.raises(ValidationError, match='max_collections'):
+        engine.learn('a third room', collection='garage')
+    with pytest.raises(ValidationError, match='max_collections'):
+        engine.save_perception(PerceptionInput(description='a box on the floor',
+                                               collection='garage'))
+    with pytest.raises(ValidationError, match='max_collections'):
+        engine.start_session(collection='garage')
+    assert engine.learn('the kettle is by the sink', collection='kitchen').status == 'created'
+    assert engine.db.reader().execute('SELECT COUNT(*) FROM memories').fetchone()[0] == before + 1
+    assert engine.recall('garage', collection='garage').total == 0  # reading never refused
+    engine.close()
+
+
+def test_a_collection_costs_kilobytes_not_a_vector_chunk(tmp_path):
+    engine = make_engine(tmp_path, embed=True)
+    engine.learn('warm-up fact so the schema pages exist', collection='c0')
+    engine.db.close()
+    engine = make_engine(tmp_path, embed=True)
+    start = _file_bytes(tmp_path / 'memory.db')
+    for i in range(1, 41):
+        engine.learn(f'fact number {i} about shelf {i}', collection=f'c{i}')
+    engine.close()
+    per_collection = (_file_bytes(tmp_path / 'memory.db') - start) / 40
+    assert per_collection <= 10_000, per_collection  # vec0 cost 1.67 MB per collection
+
+
+def _file_bytes(path) -> int:
+    conn = sqlite3.connect(str(path), isolation_level=None)
+    conn.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+    conn.close()
+    return path.stat().st_size
+
+
+def test_consolidation_neighbours_give_the_all_pairs_clusters(tmp_path):
+    from engine_helpers import embedder
+    from robotmem_ros.config import MemoryConfig
+    from robotmem_ros.engine.consolidation import (Candidate, greedy_clusters, neighbours,
+                                                   similarity_fn)
+    objects = ('red cup', 'blue mug', 'steel bowl', 'glass jar', 'wooden box', 'paper towel')
+    texts = []
+    for i, obj in enumerate(objects):
+        texts += [f'the {obj} slips when the grip force is below {5 + i} N',
+                  f'below {5 + i} N of grip force the {obj} slips',
+                  f'the {obj} is kept on the left shelf of the kitchen',
+                  f'the {obj} is stored on the kitchen shelf on the left',
+                  f'grasp the {obj} from the side, not from the top']
+    vectors = embedder().embed(texts)
+    items = [Candidate(i, text, 'observation', 0.5, 0, float(i), vectors[i])
+             for i, text in enumerate(texts)]
+    config = MemoryConfig()
+    sim = similarity_fn(config)
+    everything = greedy_clusters(items, sim)
+    assert everything  # the rewordings do cluster
+    pruned = greedy_clusters(items, sim, neighbours(items, config))
+    assert [(c.representative.id, [m.id for m in c.members]) for c in pruned] == \
+        [(c.representative.id, [m.id for m in c.members]) for c in everything]
+
+
+def test_retention_deletes_old_untouched_perceptions_only(tmp_path):
+    from engine_helpers import FakeClock
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock, perception_retention_days=7.0)
+    session = engine.start_session().session_id
+    engine.save_perceptions([PerceptionInput(f'camera frame {i} of the shelf',
+                                             session_id=session) for i in range(20)])
+    engine.save_perception(PerceptionInput('the door sensor reported open', session_id=session))
+    fact = engine.learn('the shelf is empty on mondays', session_id=session).memory_id
+    touched = engine.recall('door sensor open', n=1).memories[0].id
+    clock.advance_days(3)
+    assert engine.end_session(session).pruned_perceptions == 0  # not old enough yet
+    clock.advance_days(5)
+    result = engine.end_session(engine.start_session().session_id)
+    assert result.pruned_perceptions == 20 and result.summary['pruned_perceptions'] == 20
+    left = {row[0] for row in engine.db.reader().execute('SELECT id FROM memories')}
+    assert left == {fact, touched}
+    reader = engine.db.reader()
+    for table, column in (('tags', 'memory_id'), ('history', 'memory_id'),
+                          ('memories_fts', 'rowid')):
+        kept = {row[0] for row in reader.execute(f'SELECT DISTINCT {column} FROM {table}')}
+        assert kept <= left, table
+    assert engine.recall('camera frame shelf', n=10).total == 1  # only the fact is left
+    engine.close()
+
+
+def test_embedding_backlog_is_bounded_and_reported(tmp_path):
+    engine = make_engine(tmp_path, embed=True, max_pending_embeddings=5)
+    engine.save_perceptions([PerceptionInput(f'gripper camera frame {i} shows the red cup')
+                             for i in range(12)])
+    assert engine.status().pending_embeddings == 12
+    assert engine.embed_pending(limit=100) == 5  # the 7 oldest are left to BM25
+    status = engine.status()
+    assert status.pending_embeddings == 0 and status.embed_skipped == 7
+    assert engine.recall('frame 0 red cup', n=12).total == 12  # all still findable by BM25
+    engine.close()
