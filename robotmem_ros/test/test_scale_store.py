@@ -227,8 +227,9 @@ def test_consolidation_neighbours_give_the_all_pairs_clusters(tmp_path):
     objects = ('red cup', 'blue mug', 'steel bowl', 'glass jar', 'wooden box', 'paper towel')
     texts = []
     for i, obj in enumerate(objects):
-        texts += [f'the {obj} slips when the grip force is below {5 + i} N',
-                  f'below {5 + i} N of grip force the {obj} slips',
+        texts += [f'pick up the {obj} and put it on the tray at {5 + i} N',
+                  f'lift the {obj} and place it on the tray at {5 + i} N',
+                  f'grab the {obj} and set it on the tray at {5 + i} N',
                   f'the {obj} is kept on the left shelf of the kitchen',
                   f'the {obj} is stored on the kitchen shelf on the left',
                   f'grasp the {obj} from the side, not from the top']
