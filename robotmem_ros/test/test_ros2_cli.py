@@ -127,7 +127,8 @@ def node_pids(proc: subprocess.Popen) -> set[int]:
 
 
 def wait_listed(node: str) -> None:
-    """Wait until `ros2 node list` shows ``node``, as a user does before `ros2 param`.
+    """
+    Wait until `ros2 node list` shows ``node``, as a user does before `ros2 param`.
 
     The CLI answers from its daemon's view of the graph, which lags a new node a little.
     """
@@ -233,9 +234,10 @@ def test_readme_commands_on_a_robot(ros, readme_node):
 
 
 def unanswered(done: subprocess.CompletedProcess) -> list[str]:
-    """Lines where `ros2 param list` says a robotmem node did not answer (it prints, not fails).
+    """
+    Return the lines where `ros2 param list` says a robotmem node did not answer.
 
-    The CLI's own hidden nodes serve no parameters, so only our nodes are checked.
+    The command prints these, it does not fail on them. The CLI's own hidden nodes serve no parameters, so only our nodes are checked.
     """
     return [line for line in (done.stdout + done.stderr).splitlines() if 'robotmem' in line
             and ('Wait for service timed out' in line or 'Exception while calling' in line)]
