@@ -22,13 +22,16 @@ BAGS = TOOLS / 'bags'
 
 
 def bag_dirs() -> list[pathlib.Path]:
-    """Every directory under bags/ that holds bag files or a metadata.yaml."""
+    """Every directory under bags/ that holds bag files or a metadata.yaml, or nothing."""
     if not BAGS.is_dir():
         return []
     found = set()
     for path in BAGS.rglob('*'):
         if path.is_file() and (path.suffix in ('.db3', '.mcap') or path.name == 'metadata.yaml'):
             found.add(path.parent)
+        elif path.is_dir() and not any(p.is_dir() for p in path.iterdir()) and not any(
+                p.suffix in ('.db3', '.mcap', '.yaml') for p in path.iterdir()):
+            found.add(path)  # e.g. empty_dir: a directory with no bag in it
     return sorted(found)
 
 
