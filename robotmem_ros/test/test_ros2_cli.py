@@ -36,8 +36,8 @@ CLI_TIMEOUT_S = 120.0  # hang guard for one ros2 command, not a speed target
 # wheels (rolling heads) use in `ros2 service call`.
 JAZZY_RCLPY = not hasattr(rclpy, 'InitContextManager')
 SERVICE_CALL_ON_JAZZY = ('the ros2service wheel in ../shared/ros2-tools is the rolling head: '
-                         '`ros2 service call` does `with rclpy.init()`, which Jazzy\'s rclpy '
-                         '7.1 lacks (a Jazzy ros2cli works; the node is not involved)')
+                         '`ros2 service call` does `with rclpy.init()`, which the rclpy 7.1 '
+                         'of Jazzy lacks (a Jazzy ros2cli works; the node is not involved)')
 
 if shutil.which('ros2') is None:
     pytestmark = pytest.mark.skip(
@@ -105,10 +105,19 @@ def launch(*args: str, log: pathlib.Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def stop(proc: subprocess.Popen) -> int:
-    """Ctrl-C the process group as a terminal does; return the exit code."""
+def stop(proc: subprocess.Popen, group: bool = True) -> int:
+    """
+    Send SIGINT as a terminal's Ctrl-C does (to the group), or to the process alone.
+
+    `ros2 run` relies on the group signal reaching the node. `ros2 launch` forwards SIGINT
+    itself; with respawn:=true launch 3.7.1 on Jazzy sometimes respawned a node that the group
+    signal had already stopped, so the launch test signals the launch process alone.
+    """
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
+        if group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
         try:
             proc.wait(READY_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -175,7 +184,7 @@ def test_launch_file_for_real(ros, tmp_path):
         dup = ros.call(Learn, '/ur5e/robotmem/learn', insight='the ur5e cell has a red tray')
         assert dup.success and dup.status == 'duplicate', (dup.status, dup.error)
     finally:
-        code = stop(proc)
+        code = stop(proc, group=False)
     assert code == 0, (tmp_path / 'launch.log').read_text()
     assert wait_until(lambda: not node_pids(proc))
 
@@ -195,7 +204,7 @@ def readme_node(tmp_path_factory):
 
 
 def test_readme_service_calls(ros, readme_node):
-    """README's `ros2 service call /robotmem/learn|recall ...`."""
+    """Run the `ros2 service call /robotmem/learn|recall ...` lines of README."""
     if JAZZY_RCLPY:
         pytest.skip(SERVICE_CALL_ON_JAZZY)
     ros.wait_for(NodeStatus, '/robotmem/status', lambda m: m.ready, LATCHED)
@@ -208,7 +217,7 @@ def test_readme_service_calls(ros, readme_node):
 
 
 def test_readme_commands_on_a_robot(ros, readme_node):
-    """README's `ros2 param ...` on the node that `ros2 run` started."""
+    """Run the `ros2 param ...` lines of README on the node that `ros2 run` started."""
     proc, db, tmp = readme_node
     ros.wait_for(NodeStatus, '/robotmem/status', lambda m: m.ready, LATCHED)
     wait_listed('/robotmem')
