@@ -26,9 +26,10 @@ BACKLOG_WARN_SHARE = 0.8
 
 
 def build_status(ready: bool, store: EngineStatus | None, counters: IngestCounters,
-                 db_path: str) -> NodeStatus:
+                 db_path: str, message: str = '') -> NodeStatus:
     """Assemble the NodeStatus message (store may be None before the engine opened)."""
-    msg = NodeStatus(ready=ready, db_path=db_path, perception_received=counters.received,
+    msg = NodeStatus(ready=ready, message='' if ready else message, db_path=db_path,
+                     perception_received=counters.received,
                      perception_written=counters.written, perception_dropped=counters.dropped,
                      perception_failed=counters.failed)
     if store is not None:
@@ -51,6 +52,7 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
                       max_buffer: int, requested_device: str) -> list[DiagnosticStatus]:
     """One DiagnosticStatus each for the store, the embedder and the perception stream."""
     hw = store.db_path if store is not None else ''
+    stamps_replaced = store.stamps_replaced if store is not None else 0
     if store is None or store_error:
         store_diag = _status('robotmem: store', DiagnosticStatus.ERROR,
                              store_error or 'store not open', hw)
@@ -83,7 +85,8 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
                           received=counters.received, written=counters.written,
                           dropped=counters.dropped, failed=counters.failed,
                           seq_gaps=counters.seq_gaps, backlog=counters.backlog,
-                          max_buffer=max_buffer, batches=counters.batches)
+                          max_buffer=max_buffer, batches=counters.batches,
+                          stamps_replaced=stamps_replaced)
     return [store_diag, embed_diag, stream_diag]
 
 
@@ -103,6 +106,7 @@ class StatusReporter:
         self._store_status: Callable[[], EngineStatus] | None = None
         self._store: EngineStatus | None = None
         self._store_error = ''
+        self._message = ''
         self._dirty = True
         self._last: NodeStatus | None = None
         self.publish(force=True)
@@ -112,6 +116,17 @@ class StatusReporter:
         self._store_status = store_status
         self.mark_dirty()
         self.publish(force=True)
+
+    @property
+    def message(self) -> str:
+        """Return what the node reported it waits for ('' when nothing)."""
+        return self._message
+
+    def set_message(self, message: str) -> None:
+        """Say what the node waits for before it is ready (published at once when new)."""
+        if message != self._message:
+            self._message = message
+            self.publish()
 
     def mark_dirty(self) -> None:
         """Note that the store changed; the next publish re-reads its status."""
@@ -132,7 +147,7 @@ class StatusReporter:
         with self._lock:
             self._refresh_store()
             msg = build_status(self._store_status is not None and not self._store_error,
-                               self._store, self._counters(), self._db_path)
+                               self._store, self._counters(), self._db_path, self._message)
             if force or msg != self._last:
                 self._status_pub.publish(msg)
                 self._last = msg
