@@ -119,10 +119,8 @@ def stop(proc: subprocess.Popen) -> int:
     """
     Ctrl-C the process group as a terminal does; return the exit code.
 
-    If it is still running after a while, Ctrl-C again, as a user would: with respawn:=true,
-    launch 3.7.1 on Jazzy sometimes respawned the node that the first group signal had
-    stopped, and then waited for the new one (launch ignores its own second SIGINT; the new
-    node stops on it).
+    If it is still running after a while, Ctrl-C again, as a user would (a node respawned
+    while launch shuts down stops on the second one; launch ignores its own second SIGINT).
     """
     for attempt in range(2):
         if proc.poll() is None:
