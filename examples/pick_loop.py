@@ -29,6 +29,7 @@ from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from robotmem_msgs.msg import PerceptionData
 from robotmem_ros.client import MemoryClient, MemoryClientError
+from robotmem_ros.ros_session import ros_session
 
 DEFAULT_FORCE_N = 10.0
 # Hidden truth of the simulation: grip forces (N) that hold each object without crushing it.
@@ -139,7 +140,7 @@ def main() -> int:
     parser.add_argument('--namespace', default='/robotmem')
     parser.add_argument('--seed', type=int, default=0)
     args = parser.parse_args(rclpy.utilities.remove_ros_args(sys.argv)[1:])
-    with rclpy.init():
+    with ros_session():  # rclpy.init()/try_shutdown(), on Jazzy too
         node = PickLoop(args.robot, args.objects, args.rounds, args.namespace, args.seed)
         executor = MultiThreadedExecutor(num_threads=2)
         executor.add_node(node)

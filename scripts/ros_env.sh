@@ -1,17 +1,40 @@
-# Source me: puts the venv and the colcon install space on the ROS/Python search paths.
+# Source me: puts the venv, the colcon install space and its executables on the search paths.
 # (install/setup.bash itself fails under `set -u`, so this sets the variables directly.)
+#
+# ROS_DISTRO_WHEELS picks the ROS 2 wheels (kilted, the default, or jazzy); each distro has its
+# own venv (.venv, .venv-jazzy; ROBOTMEM_VENV overrides) and install space (install/,
+# install-jazzy/), because messages built against one distro do not load in the other.
 _rm_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-_rm_venv="${ROBOTMEM_VENV:-$_rm_root/.venv}"
+case "${ROS_DISTRO_WHEELS:-kilted}" in
+  kilted) _rm_suffix='' ;;
+  jazzy) _rm_suffix='-jazzy' ;;
+  *) echo "ros_env.sh: ROS_DISTRO_WHEELS must be kilted or jazzy, not '$ROS_DISTRO_WHEELS'" >&2
+     return 1 2>/dev/null || exit 1 ;;
+esac
+_rm_venv="${ROBOTMEM_VENV:-$_rm_root/.venv$_rm_suffix}"
+_rm_install="$_rm_root/install$_rm_suffix"
+export ROBOTMEM_INSTALL="$_rm_install"
 export VIRTUAL_ENV="$_rm_venv"
-export PATH="$_rm_venv/bin:$PATH"
-_rm_prefixes="$_rm_root/install/robotmem_ros:$_rm_root/install/robotmem_msgs"
+# The console scripts (robotmem, robotmem_replay, robotmem_node) are installed where `ros2 run`
+# looks for them, lib/robotmem_ros, not bin/: put that directory on PATH too.
+export PATH="$_rm_install/robotmem_ros/lib/robotmem_ros:$_rm_venv/bin:$PATH"
+_rm_prefixes="$_rm_install/robotmem_ros:$_rm_install/robotmem_msgs"
+# composition_interfaces, built from ../shared/ros2-tools when present (launch_ros needs it).
+_rm_tools="$_rm_root/build-tools$_rm_suffix/install/composition_interfaces"
+_rm_libs="$_rm_install/robotmem_msgs/lib"
+_rm_pyver="$("$_rm_venv/bin/python" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')"
+_rm_pypath="$_rm_install/robotmem_ros/lib/$_rm_pyver/site-packages:$_rm_install/robotmem_msgs/lib/$_rm_pyver/site-packages"
+if [ -d "$_rm_tools" ]; then
+  _rm_prefixes="$_rm_prefixes:$_rm_tools"
+  _rm_libs="$_rm_libs:$_rm_tools/lib"
+  _rm_pypath="$_rm_pypath:$_rm_tools/lib/$_rm_pyver/site-packages"
+fi
 if [ -z "${ROS_DISTRO:-}" ]; then
   _rm_prefixes="$_rm_prefixes:$_rm_venv"
 fi
 export AMENT_PREFIX_PATH="$_rm_prefixes${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
 export CMAKE_PREFIX_PATH="$_rm_prefixes${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-_rm_pyver="$("$_rm_venv/bin/python" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}")')"
-export PYTHONPATH="$_rm_root/install/robotmem_ros/lib/$_rm_pyver/site-packages:$_rm_root/install/robotmem_msgs/lib/$_rm_pyver/site-packages${PYTHONPATH:+:$PYTHONPATH}"
-export LD_LIBRARY_PATH="$_rm_root/install/robotmem_msgs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PYTHONPATH="$_rm_pypath${PYTHONPATH:+:$PYTHONPATH}"
+export LD_LIBRARY_PATH="$_rm_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
-unset _rm_root _rm_venv _rm_prefixes _rm_pyver
+unset _rm_root _rm_suffix _rm_venv _rm_install _rm_prefixes _rm_tools _rm_libs _rm_pyver _rm_pypath

@@ -6,8 +6,9 @@ Launch the robotmem memory node.
       embed_device:=cuda respawn:=true
 
 Empty db_path / collection / embed_device keep the value of params_file (whose defaults are
-the node's). The params file is read here and passed as values, so its ``robotmem:`` section
-applies under any namespace.
+the node's). The params file is read here and passed as values: the sections that match the
+node's fully qualified name apply (``/ur5e/robotmem:``, ``/**:``, ``/**/robotmem:``), and a
+plain ``robotmem:`` section applies under any namespace.
 """
 
 import os
@@ -17,7 +18,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
-from robotmem_ros.node.params_file import node_parameters
+from robotmem_ros.node.params_file import node_fqn, node_parameters
 
 # Launch arguments that override the parameter of the same name when not empty.
 PARAMETER_ARGUMENTS = ('db_path', 'collection', 'embed_device')
@@ -27,7 +28,7 @@ def _memory_node(context, *args, **kwargs):
     def arg(name):
         return LaunchConfiguration(name).perform(context)
 
-    params = node_parameters(arg('params_file'))
+    params = node_parameters(arg('params_file'), node_fqn(arg('namespace'), 'robotmem'))
     params.update({name: arg(name) for name in PARAMETER_ARGUMENTS if arg(name)})
     respawn = arg('respawn').lower() in ('true', '1', 'yes')
     return [Node(package='robotmem_ros', executable='robotmem_node', name='robotmem',
@@ -43,7 +44,9 @@ def generate_launch_description():
                               description='Namespace of the node (services under '
                                           '/<namespace>/robotmem/...).'),
         DeclareLaunchArgument('params_file', default_value=default_params,
-                              description='YAML with a robotmem: ros__parameters: section.'),
+                              description='ROS 2 parameter file; the sections matching '
+                                          'the node (/<namespace>/robotmem:, /**:, '
+                                          'robotmem:) apply.'),
         DeclareLaunchArgument('db_path', default_value='',
                               description='SQLite file of the store (empty: params_file, '
                                           'else ~/.robotmem/memory.db).'),

@@ -11,6 +11,12 @@ it saw (consolidation needs the whole episode, so this comes last).
 The bag is read with ``rosbags`` (sqlite3 and mcap, no ROS install needed) and the raw CDR is
 decoded with rclpy against the installed message types, so header stamps, the perception
 times, pass through unchanged. On a full ROS install ``ros2 bag play`` does the same job.
+
+Exit codes (docs/client.md): 0 everything stored; 1 replayed, but the node did not store
+everything or a call failed; 2 usage error; 3 not a readable rosbag2 directory; 4 nothing to
+replay (an empty bag, or no PerceptionData / Learn_Request messages on the selected topics);
+5 the messages use another serialization format than CDR; 6 no ready memory node. Every
+refusal is one line on stderr.
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ from robotmem_msgs.srv import Learn
 from robotmem_ros.bag_types import LEARN_REQUEST_TYPE, PERCEPTION_TYPE, robotmem_typestore
 from robotmem_ros.client import MemoryClient, MemoryClientError
 from robotmem_ros.client.memory_client import DEFAULT_NAMESPACE
-from rosbags.rosbag2 import Reader
+from robotmem_ros.ros_session import ros_session
+from rosbags.rosbag2 import Reader, ReaderError
+import yaml
 
 log = logging.getLogger('robotmem_replay')
 
@@ -47,10 +55,21 @@ PUBLISH_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1000,
 ACK_EVERY = 50
 DEFAULT_TIMEOUT_S = 60.0
 _MSG_CLASSES = {PERCEPTION_TYPE: PerceptionData, LEARN_REQUEST_TYPE: Learn.Request}
+SERIALIZATION_FORMAT = 'cdr'
+
+EXIT_INCOMPLETE = 1
+EXIT_UNREADABLE = 3
+EXIT_NOTHING_TO_REPLAY = 4
+EXIT_SERIALIZATION = 5
+EXIT_NO_NODE = 6
 
 
 class ReplayError(RuntimeError):
-    """The bag cannot be replayed (missing, unreadable, nothing to play) or the node is absent."""
+    """The bag cannot be replayed or the node is absent; ``exit_code`` says which (see top)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_UNREADABLE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass
@@ -95,17 +114,21 @@ class BagEpisode:
 
     def __init__(self, bag_dir: pathlib.Path, topics: Sequence[str] = (),
                  learn_topics: Sequence[str] = ()) -> None:
-        if not (bag_dir / 'metadata.yaml').is_file():
-            raise ReplayError(f'{bag_dir} is not a rosbag2 directory (no metadata.yaml)')
         self.bag_dir = bag_dir
+        topics_meta = _checked_topics(bag_dir)
         wanted = {PERCEPTION_TYPE: set(topics), LEARN_REQUEST_TYPE: set(learn_topics)}
         store = robotmem_typestore()
-        with Reader(bag_dir) as reader:
-            self.connections = [c for c in reader.connections if c.msgtype in wanted
-                                and (not wanted[c.msgtype] or c.topic in wanted[c.msgtype])]
+        try:
+            with Reader(bag_dir) as reader:
+                self.connections = [c for c in reader.connections if c.msgtype in wanted and (
+                    not wanted[c.msgtype] or c.topic in wanted[c.msgtype])]
+        except (ReaderError, OSError, ValueError, KeyError) as exc:
+            raise ReplayError(f'{bag_dir} is not a readable rosbag2 bag: {exc}') from None
         if not self.connections:
+            found = ', '.join(sorted({t['type'] for t in topics_meta})) or 'none'
             raise ReplayError(f'{bag_dir} has no {PERCEPTION_TYPE} or {LEARN_REQUEST_TYPE} '
-                              'messages on the selected topics')
+                              f'messages on the selected topics (it holds: {found})',
+                              EXIT_NOTHING_TO_REPLAY)
         for conn in self.connections:
             expected = store.hash_rihs01(conn.msgtype)
             if conn.digest.startswith('RIHS01_') and conn.digest != expected:
@@ -119,6 +142,34 @@ class BagEpisode:
             for conn, time_ns, raw in reader.messages(connections=connections):
                 yield BagEvent(time_ns, conn.topic,
                                deserialize_message(bytes(raw), _MSG_CLASSES[conn.msgtype]))
+
+
+def _checked_topics(bag_dir: pathlib.Path) -> list[dict]:
+    """
+    Read the topic list of metadata.yaml, refusing empty bags and non-CDR serialization.
+
+    These two are told apart from the metadata itself, before the bag is opened, so each gets
+    its own exit code and a line that names the cause.
+    """
+    meta = bag_dir / 'metadata.yaml'
+    if not meta.is_file():
+        raise ReplayError(f'{bag_dir} is not a rosbag2 directory (no metadata.yaml)')
+    try:
+        info = yaml.safe_load(meta.read_text(encoding='utf-8'))['rosbag2_bagfile_information']
+        topics = [t['topic_metadata'] for t in info.get('topics_with_message_count') or []]
+        count = int(info.get('message_count') or 0)
+    except (yaml.YAMLError, OSError, UnicodeDecodeError, KeyError, TypeError,
+            ValueError) as exc:
+        raise ReplayError(f'{bag_dir}: unreadable metadata.yaml ({exc})') from None
+    if not count:
+        raise ReplayError(f'{bag_dir} is empty (no messages)', EXIT_NOTHING_TO_REPLAY)
+    ours = [t for t in topics if t.get('type') in _MSG_CLASSES] or topics
+    formats = {t.get('serialization_format', SERIALIZATION_FORMAT) for t in ours}
+    if formats != {SERIALIZATION_FORMAT}:
+        raise ReplayError(f'{bag_dir} uses serialization format {", ".join(sorted(formats))}; '
+                          f'robotmem_replay reads {SERIALIZATION_FORMAT} only',
+                          EXIT_SERIALIZATION)
+    return topics
 
 
 class Replayer:
@@ -140,7 +191,8 @@ class Replayer:
     def run(self, events: Iterable[BagEvent], end_sessions: bool = False) -> ReplayReport:
         """Replay ``events``; wait for the node to store them; optionally end their sessions."""
         if not self.client.wait_ready(self.timeout):
-            raise ReplayError(f'no ready memory node under {self.client.namespace}')
+            raise ReplayError(f'no ready memory node under {self.client.namespace}',
+                              EXIT_NO_NODE)
         self._wait_subscribed()
         before = self.client.status
         report = ReplayReport()
@@ -169,7 +221,8 @@ class Replayer:
         deadline = time.monotonic() + self.timeout
         while self._publisher.get_subscription_count() == 0:
             if time.monotonic() > deadline:
-                raise ReplayError(f'nobody subscribes to {self._publisher.topic_name}')
+                raise ReplayError(f'nobody subscribes to {self._publisher.topic_name}',
+                                  EXIT_NO_NODE)
             time.sleep(0.05)
 
     def _sleep_until(self, start_wall: float, bag_offset_s: float) -> None:
@@ -250,7 +303,7 @@ def _spin(executor: SingleThreadedExecutor, stop: threading.Event) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; exit 0 when everything was stored, 1 when not, 2 for an unusable bag."""
+    """Entry point; exit codes as listed at the top of this module."""
     logging.basicConfig(level=logging.INFO, format='[robotmem_replay] %(message)s')
     argv = list(sys.argv if argv is None else argv)
     args = parse_args(rclpy.utilities.remove_ros_args(argv)[1:])
@@ -258,8 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         episode = BagEpisode(args.bag_dir, args.topic, args.learn_topic)
     except ReplayError as exc:
         log.error('%s', exc)
-        return 2
-    with rclpy.init(args=argv):
+        return exc.exit_code
+    with ros_session(argv):
         node = rclpy.create_node('robotmem_replay')
         executor = SingleThreadedExecutor()
         executor.add_node(node)
@@ -272,14 +325,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             report = replayer.run(episode, end_sessions=args.end_session)
         except ReplayError as exc:
             log.error('%s', exc)
-            return 2
+            return exc.exit_code
         finally:
             stop.set()
             spinner.join()
             executor.shutdown()
             node.destroy_node()
     print(report.summary())
-    return 0 if report.complete else 1
+    return 0 if report.complete else EXIT_INCOMPLETE
 
 
 if __name__ == '__main__':

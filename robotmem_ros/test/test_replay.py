@@ -12,7 +12,7 @@ from conftest import CALL_TIMEOUT_S, PACKAGE_DIR
 import pytest
 from robotmem_ros.bag_types import LEARN_REQUEST_TYPE, PERCEPTION_TYPE, robotmem_typestore
 from robotmem_ros.client import MemoryClient
-from robotmem_ros.replay import BagEpisode, Replayer, ReplayError
+from robotmem_ros.replay import BagEpisode, EXIT_UNREADABLE, Replayer, ReplayError
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 BASE_NS = 1_700_000_000 * 10**9
@@ -137,7 +137,7 @@ def test_unusable_bags_are_refused(tmp_path):
     with pytest.raises(ReplayError, match='no robotmem_msgs'):
         BagEpisode(bag, topics=['/elsewhere'], learn_topics=['/elsewhere'])
     done = replay_cli(tmp_path / 'missing')
-    assert done.returncode == 2 and 'not a rosbag2 directory' in done.stderr
+    assert done.returncode == EXIT_UNREADABLE and 'not a rosbag2 directory' in done.stderr
 
 
 def test_a_replayed_year_old_archive_is_recallable_after_end_session(ros, start_node, tmp_path):

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, qos_profile_sensor_data, QoSProfile,
@@ -34,6 +35,7 @@ from robotmem_ros.node.parameters import declare_config_parameters, make_set_cal
 from robotmem_ros.node.perception_ingest import PerceptionIngest
 from robotmem_ros.node.perception_receiver import PerceptionReceiver
 from robotmem_ros.node.status import StatusReporter
+from robotmem_ros.ros_session import ros_session
 
 NODE_NAME = 'robotmem'
 EMBED_PERIOD_S = 1.0
@@ -96,12 +98,16 @@ class MemoryNode(Node):
                                 callback_group=group)
         self._ingest.start()
         self._receiver = PerceptionReceiver(self, perception_qos(config), self._on_perception)
+        # Housekeeping runs on wall time: under use_sim_time a paused or absent /clock must not
+        # stop embedding, status or diagnostics.
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(EMBED_PERIOD_S, self._embed_pending,
-                          callback_group=MutuallyExclusiveCallbackGroup())
+                          callback_group=MutuallyExclusiveCallbackGroup(), clock=steady)
         timers = MutuallyExclusiveCallbackGroup()
-        self.create_timer(STATUS_POLL_S, self._status.publish, callback_group=timers)
+        self.create_timer(STATUS_POLL_S, self._status.publish, callback_group=timers,
+                          clock=steady)
         self._heartbeat = self.create_timer(config.status_period, self._status.heartbeat,
-                                            callback_group=timers)
+                                            callback_group=timers, clock=steady)
         self._status.attach_store(self._engine.status)  # ready=true: services are up
         self._status.heartbeat()
         self.get_logger().info(
@@ -255,7 +261,7 @@ class MemoryNode(Node):
 
 
 def _run(args: list[str] | None) -> int:
-    with rclpy.init(args=args):
+    with ros_session(args):
         # The executor exists before the node: a signal that lands while the store is opening
         # must find everything it needs to shut down.
         executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)

@@ -61,18 +61,24 @@ def make_set_callback(current: Callable[[], MemoryConfig],
 
     ``current`` yields the config in force; ``apply`` installs a validated new one (engine and
     node settings) and raises ConfigError to refuse it. All parameters of one call are applied
-    together or not at all.
+    together or not at all. Parameters that are not settings (rclpy's own ``use_sim_time``,
+    ``qos_overrides.*``, ...) are left to rclpy, so ``ros2 param set /robotmem use_sim_time``
+    and ``ros2 param load`` of the node's own dump work as on any node.
     """
+    settings = frozenset(name for name, _, _ in MemoryConfig().items())
 
     def on_set(params: list[Parameter]) -> SetParametersResult:
         try:
             changes = {}
             for param in params:
+                if param.name not in settings:
+                    continue
                 spec = spec_of(param.name)
                 value = param.value
                 check_value(param.name, spec, value)
                 changes[param.name] = value
-            apply(current().replace(**changes))
+            if changes:
+                apply(current().replace(**changes))
         except ConfigError as exc:
             return SetParametersResult(successful=False, reason=str(exc))
         return SetParametersResult(successful=True)

@@ -1,35 +1,72 @@
 """
-Read the robotmem section of a ROS 2 parameter file.
+Read the sections of a ROS 2 parameter file that apply to one node.
 
-A YAML keyed ``robotmem:`` only matches a node named ``/robotmem``; launched under a namespace
-the node would silently run on defaults. The launch file therefore reads the file itself and
-passes the values as a dict, which applies whatever the namespace. Pure YAML, no ROS import,
-so the launch test can run it where launch_ros is missing.
+The launch file reads the params file itself and passes the values as a dict, so launch
+arguments can override single values. It must pick the sections rcl would pick for the node's
+fully qualified name: a file with ``/ur5e/robotmem:`` and ``/ur10/robotmem:`` sections gives
+each robot its own values. Keys are matched as rcl matches them: ``*`` stands for one name
+token, ``/**`` for any number of them (``/**:`` applies to every node). One convenience on
+top: a plain ``robotmem:`` key (no leading slash, which rcl reads as ``/robotmem``) applies to
+a node named robotmem in any namespace, so the shipped params.yaml works under
+``namespace:=ur5e``. Pure YAML, no ROS import, so it also runs where launch_ros is missing.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
-_WILDCARDS = ('**', '/**')
+
+def node_fqn(namespace: str, name: str) -> str:
+    """Return the fully qualified name of node ``name`` in ``namespace`` ('' = root)."""
+    namespace = namespace.strip('/')
+    return f'/{namespace}/{name}' if namespace else f'/{name}'
 
 
-def node_parameters(path: str, node_name: str = 'robotmem') -> dict[str, Any]:
+def _key_pattern(key: str) -> re.Pattern[str]:
+    """Compile a params-file node key (wildcards included) into a regex over full names."""
+    if not key.startswith('/'):
+        key = '/**/' + key  # the plain-name convenience (see module docstring)
+    parts = []
+    for token in key.strip('/').split('/'):
+        if token == '**':
+            parts.append('(?:/[^/]+)*')
+        else:
+            parts.append('/' + '[^/]+'.join(re.escape(p) for p in token.split('*')))
+    return re.compile(''.join(parts))
+
+
+def section_matches(key: Any, fqn: str) -> bool:
+    """Whether the section keyed ``key`` applies to the node named ``fqn``."""
+    return _key_pattern(str(key)).fullmatch(fqn) is not None
+
+
+def _sections(doc: dict[Any, Any], prefix: str = '') -> list[tuple[str, dict[str, Any]]]:
+    """List (node key, parameters) in file order; ``ns: node: ros__parameters:`` nests."""
+    found = []
+    for key, value in doc.items():
+        key = f'{prefix}/{key}' if prefix else str(key)
+        if not isinstance(value, dict):
+            continue
+        if 'ros__parameters' in value:
+            found.append((key, value['ros__parameters'] or {}))
+        else:
+            found += _sections(value, key)
+    return found
+
+
+def node_parameters(path: str, fqn: str = '/robotmem') -> dict[str, Any]:
     """
-    Merge the ``ros__parameters`` that apply to ``node_name`` in the file at ``path``.
+    Merge the ``ros__parameters`` of every section of the file at ``path`` that matches ``fqn``.
 
-    Wildcard sections come first and the node's own section wins, as rcl resolves them.
+    Sections apply in file order, a later match overriding an earlier one, as rcl merges them.
     """
     with open(path, encoding='utf-8') as f:
         doc = yaml.safe_load(f) or {}
-
-    def own_section(key: Any) -> bool:
-        return str(key).rstrip('/').split('/')[-1] == node_name
-
     merged: dict[str, Any] = {}
-    for key in sorted(doc, key=own_section):
-        if str(key) in _WILDCARDS or own_section(key):
-            merged.update((doc[key] or {}).get('ros__parameters', {}))
+    for key, params in _sections(doc):
+        if section_matches(key, fqn):
+            merged.update(params)
     return merged

@@ -7,6 +7,11 @@ lost in DDS — while a SingleThreadedExecutor took all 4,000. The services stay
 node's MultiThreadedExecutor (Recall must run beside writes); the stream gets a thread of its
 own that does nothing but hand messages to the ingest buffer.
 
+The internal node is hidden (a leading underscore, as ROS names internal nodes), so
+`ros2 node list` and `ros2 param list` skip it, and it still serves parameters, so the tools
+that do list hidden nodes (``--include-hidden-nodes``, ``ros2 param dump``) get an answer
+instead of waiting on it.
+
 That thread runs in a context of its own: waiting on the node's shared context while SIGINT
 tore it down crashed the process (SIGSEGV, about one stop in five). rclpy's signal handler still
 shuts this context down too, which the thread sees as ExternalShutdownException and ends on.
@@ -39,9 +44,9 @@ class PerceptionReceiver:
         topic = parent.resolve_topic_name('perception')
         self._context = Context()
         rclpy.init(context=self._context, signal_handler_options=SignalHandlerOptions.NO)
-        self._node = Node(f'{parent.get_name()}_perception', namespace=parent.get_namespace(),
-                          context=self._context, use_global_arguments=False,
-                          start_parameter_services=False)
+        self._node = Node(f'_{parent.get_name()}_perception',
+                          namespace=parent.get_namespace(), context=self._context,
+                          use_global_arguments=False)
         self._node.create_subscription(PerceptionData, topic, on_message, qos)
         self._executor = SingleThreadedExecutor(context=self._context)
         self._executor.add_node(self._node)
