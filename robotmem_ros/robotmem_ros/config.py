@@ -113,6 +113,10 @@ class MemoryConfig:
     max_fetch: int = _p(2000, 'Deepest candidate fetch per channel when filters starve '
                         'results.', lo=10, hi=100_000)
 
+    recall_scope: str = _p('all', 'Whose memories local recall ranks: all, own (this robot) or '
+                           'fleet (pulled from other robots); the context_filter key "origin" '
+                           'narrows one request further.', choices=('all', 'own', 'fleet'))
+
     # --- decisions (contradictions and merges) -----------------------------------------------
     decider: str = _p('rules', 'Decision layer for updates/contradictions.',
                       choices=('rules', 'llm', 'none'))
@@ -135,6 +139,24 @@ class MemoryConfig:
                                     'dropped.', lo=1, hi=10_000_000)
     status_period: float = _p(5.0, 'Seconds between status/diagnostics heartbeats.',
                               lo=0.1, hi=3600.0)
+
+    # --- fleet sync (docs/fleet.md; needs the fleet extra) --------------------------------
+    fleet_url: str = _p('', 'PostgreSQL connection string of the fleet hub (TLS via sslmode=); '
+                        'empty = no fleet. Never put a password here: it comes from '
+                        'fleet_password_file or $ROBOTMEM_FLEET_PASSWORD.', read_only=True)
+    fleet_password_file: str = _p('', 'File holding the hub password of this robot\'s role '
+                                  '(else $ROBOTMEM_FLEET_PASSWORD, else libpq\'s .pgpass).',
+                                  read_only=True)
+    fleet_robot_id: str = _p('', 'This robot\'s id at the hub (its rows carry it).',
+                             read_only=True)
+    fleet_collections: str = _p('', 'Comma-separated collections pulled from the fleet; empty '
+                                '= the default collection.', read_only=True)
+    fleet_sync_period: float = _p(1.0, 'Seconds between sync rounds when no change or hub '
+                                  'notification wakes the sync earlier.', lo=0.05, hi=3600.0)
+    fleet_batch_size: int = _p(500, 'Rows per push or pull round trip.', lo=1, hi=100_000)
+    fleet_outbox_limit: int = _p(10_000, 'Own changes queued for the hub at most; past it the '
+                                 'status says "outbox full" and the sync catches up by '
+                                 'comparing with the hub when it drains.', lo=1, hi=10_000_000)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

