@@ -144,10 +144,10 @@ class MemoryConfig:
     fleet_url: str = _p('', 'PostgreSQL connection string of the fleet hub (TLS via sslmode=); '
                         'empty = no fleet. Never put a password here: it comes from '
                         'fleet_password_file or $ROBOTMEM_FLEET_PASSWORD.', read_only=True)
-    fleet_password_file: str = _p('', 'File holding the hub password of this robot\'s role '
-                                  '(else $ROBOTMEM_FLEET_PASSWORD, else libpq\'s .pgpass).',
+    fleet_password_file: str = _p('', "File holding the hub password of this robot's role "
+                                  "(else $ROBOTMEM_FLEET_PASSWORD, else libpq's .pgpass).",
                                   read_only=True)
-    fleet_robot_id: str = _p('', 'This robot\'s id at the hub (its rows carry it).',
+    fleet_robot_id: str = _p('', "This robot's id at the hub (its rows carry it).",
                              read_only=True)
     fleet_collections: str = _p('', 'Comma-separated collections pulled from the fleet; empty '
                                 '= the default collection.', read_only=True)

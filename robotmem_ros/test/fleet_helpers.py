@@ -11,7 +11,7 @@ from robotmem_ros.fleet.settings import FleetSettings
 
 
 def unique(prefix: str) -> str:
-    """A robot id / collection name no other test uses (roles are cluster-wide)."""
+    """Return a robot id / collection name no other test uses (roles are cluster-wide)."""
     return f'{prefix}_{uuid.uuid4().hex[:8]}'
 
 

@@ -15,10 +15,9 @@ import subprocess
 import sys
 import threading
 
-import pytest
-
 from conftest import PACKAGE_DIR, wait_until
 from fleet_helpers import hub_rows, own_facts, Robot, unique
+import pytest
 
 pytest.importorskip('psycopg', reason='fleet extra not installed '
                     '(pip install -r requirements/fleet.txt)')
@@ -35,7 +34,7 @@ FACT = 'glass plates slip out of the gripper at 5 N grip force'
 
 @pytest.fixture
 def robots(fleet_hub, tmp_path):
-    """Factory of robots on the shared hub; all closed at teardown."""
+    """Make robots on the shared hub; all are closed at teardown."""
     made: list[Robot] = []
 
     def make(prefix: str, collections: list[str], **kwargs) -> Robot:
@@ -163,7 +162,7 @@ def test_hub_down_learning_goes_on_outbox_bounded_then_drains(fleet_hub, robots)
     assert len(b.engine.recall('fact number pallet aisle', n=20).memories) == 12
 
 
-KILL_SCRIPT = r'''
+KILL_SCRIPT = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[2])
@@ -185,7 +184,7 @@ def crash_after_hub_commit(conn, keys):
 local_store.acknowledge = crash_after_hub_commit
 sync.push_all()
 print('finished without being killed')
-'''
+"""
 
 
 def test_kill_9_mid_push_then_hub_and_robot_agree(fleet_hub, tmp_path, robots):
@@ -406,3 +405,41 @@ def test_a_store_belongs_to_one_robot(tmp_path, fleet_hub):
                                             1.0, 10, 10))
     finally:
         engine.close()
+
+
+def test_cli_fleet_status_push_pull_recall(fleet_hub, tmp_path, capsys, robots):
+    import json
+    from robotmem_ros.cli.main import main
+    cell = unique('cell')
+    b = robots('b', [cell])
+    robot_id = unique('cli')
+    assert main(['fleet', 'add-robot', robot_id, '--grant', cell, '--url',
+                 fleet_hub.admin_url, '--json']) == 0
+    url = fleet_hub.url(robot_id)
+    db = str(tmp_path / 'cli.db')
+    assert main(['learn', 'the torque sensor drifts after two hours', '--collection', cell,
+                 '--db', db, '--embed-backend', 'none']) == 0
+    capsys.readouterr()
+
+    def run(*argv):
+        code = main(['fleet', *argv, '--url', url, '--db', db, '--json',
+                     '--embed-backend', 'none'])
+        return code, json.loads(capsys.readouterr().out)
+
+    code, status = run('status', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and status['outbox'] == 1 and status['watermark'] == '0:0'
+    code, pushed = run('push', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and pushed['pushed'] == 1 and pushed['outbox'] == 0
+    b.engine.learn('the torque sensor of robot b is fine', collection=cell)
+    b.sync.sync_once()
+    code, pulled = run('pull', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and pulled['pulled'] == 1
+    code, full = run('push', '--full', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and full['pushed'] == 0  # hub and robot already agree
+    code, found = run('recall', 'torque sensor drift', '--collections', cell)
+    assert code == 0 and found['mode'] == 'bm25_only'
+    assert found['memories'][0]['content'] == 'the torque sensor drifts after two hours'
+    assert {m['robot_id'] for m in found['memories']} == {robot_id, b.robot_id}
+    assert main(['fleet', 'status', '--url', 'postgresql://x:pw@h/db', '--db', db,
+                 '--robot-id', robot_id]) == 1
+    assert 'must not contain a password' in capsys.readouterr().err

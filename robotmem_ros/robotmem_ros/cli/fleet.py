@@ -44,11 +44,11 @@ def add_parser(add: Callable[[str, str], argparse.ArgumentParser],
     p.add_argument('--role-password-file', default='',
                    help="file with the new role's password (else set it yourself)")
     for name, text in (('status', 'outbox, watermark and hub reachability of this store'),
-                       ('push', 'push this store\'s queued changes now'),
-                       ('pull', 'pull other robots\' changes now')):
+                       ('push', "push this store's queued changes now"),
+                       ('pull', "pull other robots' changes now")):
         p = action(name, text)
         p.add_argument('--robot-id', default=os.environ.get(ROBOT_ENV, ''),
-                       help=f'this robot\'s id at the hub (default ${ROBOT_ENV})')
+                       help=f"this robot's id at the hub (default ${ROBOT_ENV})")
         p.add_argument('--collections', default='', help='pulled collections (default: the '
                        'default collection)')
         if name == 'push':

@@ -154,10 +154,10 @@ def show_mapping(console: Console, title: str, mapping: dict[str, Any]) -> None:
 def show_fleet(console: Console, data: dict[str, Any]) -> None:
     """Render a ``robotmem fleet`` result: hub hits as a table, anything else as key/value."""
     if 'memories' in data:
+        rows = [(f"{m['score']:.2f}", m['robot_id'], m['collection'], short(m['content']),
+                 '+'.join(m['channels'])) for m in data['memories']]
         console.print(table(f"fleet recall: {data['query']} ({data['mode']})",
-                            ('score', 'robot', 'collection', 'content', 'channels'), [
-            (f"{m['score']:.2f}", m['robot_id'], m['collection'], short(m['content']),
-             '+'.join(m['channels'])) for m in data['memories']]))
+                            ('score', 'robot', 'collection', 'content', 'channels'), rows))
         return
     hub_rows = data.get('hub') or []
     console.print(table('fleet', ('field', 'value'),

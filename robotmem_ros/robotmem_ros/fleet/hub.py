@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+from pgvector.psycopg import register_vector
 import psycopg
 from psycopg.types.json import Jsonb
-from pgvector.psycopg import register_vector
 
+from robotmem_ros.engine import text as textmod
 from robotmem_ros.errors import StorageError
 from robotmem_ros.fleet.hub_schema import CHANNEL, hub_version, SCHEMA_VERSION
 
@@ -161,20 +162,26 @@ def vector_search(conn: Any, vector: np.ndarray, model: str, collections: Sequen
 
 def exact_vector_search(conn: Any, vector: np.ndarray, model: str,
                         collections: Sequence[str], k: int) -> list[str]:
-    """The same ranking as vector_search without the index (the benchmark's ground truth)."""
+    """Rank like vector_search without the index (the benchmark's ground truth)."""
     with conn.transaction():
         conn.execute('SET LOCAL enable_indexscan = off')
         return vector_search(conn, vector, model, collections, k)
 
 
 def text_search(conn: Any, query: str, collections: Sequence[str], k: int) -> list[str]:
-    """Gids ranked by full text: any query word may match (like the local BM25 channel)."""
+    """
+    Gids ranked by full text: any query word may match (like the local BM25 channel).
+
+    The query is cut into words and stripped of stop words by the engine's own rules, so "the"
+    or "for" never make every row a candidate; the hub's parser then normalizes each word.
+    """
+    query = ' '.join(t for t in textmod.tokenize(query) if t not in textmod.QUERY_STOPWORDS)
     rows = conn.execute(
         "WITH q AS (SELECT to_tsquery('simple', string_agg(quote_literal(w), ' | ')) AS q "
         "FROM unnest(tsvector_to_array(to_tsvector('simple', %s))) w) "
         'SELECT m.gid FROM robotmem.memories m, q '
         "WHERE q.q IS NOT NULL AND m.tsv @@ q.q AND m.status = 'active' "
-        'AND m.collection = ANY(%s) ORDER BY ts_rank_cd(m.tsv, q.q) DESC, m.gid LIMIT %s',
+        'AND m.collection = ANY(%s) ORDER BY ts_rank(m.tsv, q.q) DESC, m.gid LIMIT %s',
         (query, list(collections), int(k))).fetchall()
     return [r[0] for r in rows]
 
@@ -197,7 +204,7 @@ def hub_stats(conn: Any) -> list[dict]:
 
 
 def _hub_row(values: Sequence[Any]) -> HubRow:
-    """A HubRow from PULL_COLUMNS values (the vector as a float32 array)."""
+    """Build a HubRow from PULL_COLUMNS values (the vector as a float32 array)."""
     row = HubRow(*values)
     if row.embedding is not None:
         row.embedding = row.embedding.to_numpy().astype(np.float32)

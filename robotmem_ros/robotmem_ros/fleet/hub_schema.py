@@ -106,7 +106,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def hub_version(conn: Any) -> int:
-    """Schema version of the hub (0 = not created)."""
+    """Return the schema version of the hub (0 = not created)."""
     row = conn.execute("SELECT to_regclass('robotmem.schema_version') IS NOT NULL").fetchone()
     if not row[0]:
         return 0

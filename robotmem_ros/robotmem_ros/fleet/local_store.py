@@ -66,7 +66,7 @@ def enable(conn: Any, robot_id: str, outbox_limit: int) -> Identity:
         store.set_meta(conn, 'fleet_store_id', store_id)
     if current is None:
         store.set_meta(conn, 'fleet_robot_id', robot_id)
-        conn.execute("INSERT INTO fleet_outbox(memory_id) SELECT id FROM memories "
+        conn.execute('INSERT INTO fleet_outbox(memory_id) SELECT id FROM memories '
                      "WHERE origin = '' AND type = 'fact' ORDER BY id LIMIT ?",
                      (int(outbox_limit),))
         if own_fact_count(conn) > outbox_length(conn):
@@ -75,7 +75,7 @@ def enable(conn: Any, robot_id: str, outbox_limit: int) -> Identity:
 
 
 def own_fact_count(conn: Any) -> int:
-    """Number of own facts (any status)."""
+    """Count own facts (any status)."""
     return conn.execute("SELECT COUNT(*) FROM memories WHERE origin = '' AND type = 'fact'"
                         ).fetchone()[0]
 
@@ -86,7 +86,7 @@ def outbox_length(conn: Any) -> int:
 
 
 def overflow(conn: Any) -> int:
-    """Changes that found the outbox full since the last catch-up (0 = none is due)."""
+    """Count changes that found the outbox full since the last catch-up (0 = none due)."""
     return int(store.get_meta(conn, 'fleet_overflow') or 0)
 
 
@@ -104,7 +104,7 @@ def clear_overflow(conn: Any, seen: int) -> None:
 
 def outbox_batch(conn: Any, ident: Identity, limit: int, model: str, dim: int
                  ) -> tuple[list[tuple[int, int]], list[HubRow]]:
-    """The oldest queued changes as hub rows, read in one snapshot, with their versions."""
+    """Read the oldest queued changes as hub rows, in one snapshot, with their versions."""
     conn.execute('BEGIN')
     try:
         rows = conn.execute(f'SELECT o.memory_id, o.version, {ROW_COLUMNS} FROM fleet_outbox o '
@@ -145,13 +145,13 @@ def acknowledge(conn: Any, keys: Sequence[tuple[int, int]]) -> None:
 def own_rows_after(conn: Any, after_id: int, limit: int) -> list[Any]:
     """Own facts after ``after_id`` in id order (the catch-up walk)."""
     return conn.execute(
-        f"SELECT m.id AS memory_id, {ROW_COLUMNS} FROM memories m "
-        f"WHERE m.origin = '' AND m.type = 'fact' AND m.id > ? ORDER BY m.id LIMIT ?",
+        f'SELECT m.id AS memory_id, {ROW_COLUMNS} FROM memories m '
+        "WHERE m.origin = '' AND m.type = 'fact' AND m.id > ? ORDER BY m.id LIMIT ?",
         (int(after_id), int(limit))).fetchall()
 
 
 def watermark(conn: Any) -> Watermark:
-    """The hub position pulled so far."""
+    """Return the hub position pulled so far."""
     raw = store.get_meta(conn, 'fleet_watermark')
     if raw is None:
         return (0, 0)
@@ -199,7 +199,7 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
 
 
 def _usable_vector(row: HubRow, model: str, dim: int) -> np.ndarray | None:
-    """A pulled vector is used only when the same model made it; never compared across models."""
+    """Use a pulled vector only when the same model made it; never compare across models."""
     if row.embedding is None or row.model != model:
         return None
     return row.embedding if len(row.embedding) == dim else None

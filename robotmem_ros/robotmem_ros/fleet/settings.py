@@ -53,7 +53,7 @@ def check_url(url: str) -> None:
     if not url:
         raise ConfigError('fleet_url is empty')
     if '://' in url:
-        if urlsplit(url).password is not None:
+        if urlsplit(url).password:
             raise ConfigError('fleet_url must not contain a password: put it in '
                               f'fleet_password_file or ${PASSWORD_ENV}')
     elif re.search(r'(^|\s)password\s*=', url):

@@ -80,7 +80,7 @@ class FleetSync:
     # --- status --------------------------------------------------------------------------
 
     def status(self) -> FleetStatus:
-        """Current fleet state (reads the outbox length from the store)."""
+        """Return the current fleet state (outbox length read from the store)."""
         conn = self._engine.db.reader()
         outbox = local_store.outbox_length(conn)
         overflow = local_store.overflow(conn)
