@@ -149,8 +149,9 @@ class MemoryConfig:
                                   read_only=True)
     fleet_robot_id: str = _p('', "This robot's id at the hub (its rows carry it).",
                              read_only=True)
-    fleet_collections: str = _p('', 'Comma-separated collections pulled from the fleet; empty '
-                                '= the default collection.', read_only=True)
+    fleet_collections: str = _p('', 'Comma-separated collections shared with the fleet (own '
+                                "facts pushed, other robots' pulled); empty = the default "
+                                'collection.', read_only=True)
     fleet_sync_period: float = _p(1.0, 'Seconds between sync rounds when no change or hub '
                                   'notification wakes the sync earlier.', lo=0.05, hi=3600.0)
     fleet_batch_size: int = _p(500, 'Rows per push or pull round trip.', lo=1, hi=100_000)

@@ -255,6 +255,19 @@ def test_three_robots_same_fact_at_once(fleet_hub, robots):
             f'fleet:{r.robot_id}' for r in fleet if r is not robot}
 
 
+def test_unshared_collections_never_leave_the_robot(fleet_hub, robots):
+    cell = unique('cell')
+    a = robots('a', [cell])
+    a.engine.learn('the operator badge code is 1234', collection=unique('private'))
+    a.engine.learn('the cell door sticks in the morning')
+    a.sync.sync_once()
+    assert [c for c, _ in hub_rows(fleet_hub, a.robot_id).values()] == [
+        'the cell door sticks in the morning']
+    assert local_store.outbox_length(a.engine.db.reader()) == 0
+    a.sync.request_catch_up()
+    assert a.sync.push_all() == 0
+
+
 def test_row_level_security(fleet_hub, robots):
     cell, secret = unique('cell'), unique('secret')
     a = robots('a', [cell, secret])
@@ -436,7 +449,7 @@ def test_cli_fleet_status_push_pull_recall(fleet_hub, tmp_path, capsys, robots):
     assert code == 0 and pulled['pulled'] == 1
     code, full = run('push', '--full', '--robot-id', robot_id, '--collections', cell)
     assert code == 0 and full['pushed'] == 0  # hub and robot already agree
-    code, found = run('recall', 'torque sensor drift', '--collections', cell)
+    code, found = run('recall', 'does the torque sensor drift after hours', '--collections', cell)
     assert code == 0 and found['mode'] == 'bm25_only'
     assert found['memories'][0]['content'] == 'the torque sensor drifts after two hours'
     assert {m['robot_id'] for m in found['memories']} == {robot_id, b.robot_id}

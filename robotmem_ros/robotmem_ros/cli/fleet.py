@@ -49,8 +49,8 @@ def add_parser(add: Callable[[str, str], argparse.ArgumentParser],
         p = action(name, text)
         p.add_argument('--robot-id', default=os.environ.get(ROBOT_ENV, ''),
                        help=f"this robot's id at the hub (default ${ROBOT_ENV})")
-        p.add_argument('--collections', default='', help='pulled collections (default: the '
-                       'default collection)')
+        p.add_argument('--collections', default='', help='shared collections, comma-separated '
+                       '(default: the default collection)')
         if name == 'push':
             p.add_argument('--full', action='store_true',
                            help='also compare every own fact with the hub (catch-up)')

@@ -63,8 +63,11 @@ Watermark = tuple[int, int]  # (txid, seq) of the last pulled change
 
 def connect(url: str, password: str | None = None) -> Any:
     """Open an autocommit connection with the vector type registered; StorageError if not."""
+    # Keepalives notice a hub that vanished without closing the connection (network cut).
     kwargs: dict[str, Any] = {'autocommit': True, 'connect_timeout': CONNECT_TIMEOUT_S,
-                              'options': f'-c statement_timeout={STATEMENT_TIMEOUT_MS}'}
+                              'options': f'-c statement_timeout={STATEMENT_TIMEOUT_MS}',
+                              'keepalives': 1, 'keepalives_idle': 10,
+                              'keepalives_interval': 5, 'keepalives_count': 3}
     if password is not None:
         kwargs['password'] = password
     try:

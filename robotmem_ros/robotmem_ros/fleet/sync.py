@@ -112,7 +112,9 @@ class FleetSync:
                                                   self._settings.batch_size, model, self._dim)
             if not keys:
                 break
-            self._guard(hub.push, conn, rows)
+            rows = self._shared(rows)
+            if rows:
+                self._guard(hub.push, conn, rows)
             with self._engine.db.write() as local:
                 local_store.acknowledge(local, keys)
             sent += len(rows)
@@ -133,8 +135,10 @@ class FleetSync:
             if not rows:
                 return sent
             after = rows[-1]['memory_id']
-            mine = local_store.hub_rows(self._engine.db.reader(), self._ident, rows, model,
-                                        self._dim)
+            mine = self._shared(local_store.hub_rows(self._engine.db.reader(), self._ident,
+                                                     rows, model, self._dim))
+            if not mine:
+                continue
             there = self._guard(hub.own_states, conn, [r.gid for r in mine])
             stale = [r for r in mine if there.get(r.gid) != (
                 r.content, r.status, r.category, r.kind, r.superseded_by)]
@@ -174,6 +178,10 @@ class FleetSync:
         return self._guard(hub.hub_stats, self._connection())
 
     # --- internals -----------------------------------------------------------------------
+
+    def _shared(self, rows: list[hub.HubRow]) -> list[hub.HubRow]:
+        """Keep rows of the synced collections; the others stay on the robot."""
+        return [r for r in rows if r.collection in self._settings.collections]
 
     def _model(self) -> str:
         return store_model(self._engine)
