@@ -38,16 +38,6 @@ class Identity:
         return f'{self.store_id}:{memory_id}'
 
 
-@dataclass
-class PullCounts:
-    """What one pulled batch did locally."""
-
-    inserted: int = 0
-    updated: int = 0
-    duplicates: int = 0
-    skipped: int = 0
-
-
 def enable(conn: Any, robot_id: str, outbox_limit: int) -> Identity:
     """
     Mark the store as syncing for ``robot_id`` (from now on the triggers queue own changes).
@@ -161,24 +151,23 @@ def watermark(conn: Any) -> Watermark:
 
 def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                  config: MemoryConfig, model: str, dim: int, vectors_ok: bool,
-                 now: float) -> PullCounts:
+                 now: float) -> int:
     """
     Store other robots' rows locally and advance the watermark, in the caller's transaction.
 
     A new row that local dedup judges a duplicate of a memory already here (its own or pulled
     earlier) is not stored again: the existing memory is reinforced and its history names the
     robot. Rows embedded with another model keep no vector; the embed timer re-embeds them.
+    Return how many pulled facts were such duplicates.
     """
-    counts = PullCounts()
+    duplicates = 0
     for _, row in batch:
         vector = _usable_vector(row, model, dim) if vectors_ok else None
         local = conn.execute('SELECT id, status, content FROM memories WHERE gid = ?',
                              (row.gid,)).fetchone()
         if local is not None:
-            counts.updated += _update_pulled(conn, local, row, vector, now)
-        elif row.status != 'active' or row.type != 'fact':
-            counts.skipped += 1
-        else:
+            _update_pulled(conn, local, row, vector, now)
+        elif row.status == 'active' and row.type == 'fact':
             verdict = dedup.check(conn, row.content, collection=row.collection, session_id='',
                                   vector=vector, config=config, now=now)
             if verdict.is_duplicate:
@@ -188,14 +177,13 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                                   actor=f'fleet:{row.robot_id}',
                                   reason=f'robot {row.robot_id} learned it too '
                                          f'({verdict.method})', details={'gid': row.gid})
-                counts.duplicates += 1
+                duplicates += 1
             else:
                 _insert_pulled(conn, row, vector, vectors_ok)
-                counts.inserted += 1
     if batch:
         txid, seq = batch[-1][0]
         store.set_meta(conn, 'fleet_watermark', f'{txid}:{seq}')
-    return counts
+    return duplicates
 
 
 def _usable_vector(row: HubRow, model: str, dim: int) -> np.ndarray | None:
@@ -216,16 +204,16 @@ def _insert_pulled(conn: Any, row: HubRow, vector: np.ndarray | None, vectors_ok
 
 
 def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None,
-                   now: float) -> int:
-    """Follow the origin's change of a pulled memory (text, labels, status); 1 if applied."""
+                   now: float) -> None:
+    """Follow the origin's change of a pulled memory (text, labels, status)."""
     if local['status'] != 'active':
-        return 0  # statuses only move forward
+        return  # statuses only move forward
     memory_id = local['id']
     if row.status != 'active':
         store.set_status(conn, memory_id, row.status, now=now)
         store.add_history(conn, memory_id, row.status, created_at=now,
                           actor=f'fleet:{row.robot_id}', reason='changed by its origin robot')
-        return 1
+        return
     conn.execute('UPDATE memories SET category = ?, kind = ? WHERE id = ?',
                  (row.category, row.kind, memory_id))
     if row.content != local['content']:
@@ -236,11 +224,10 @@ def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None
             conn.execute('ROLLBACK TO pulled')
             conn.execute('RELEASE pulled')
             store.set_status(conn, memory_id, 'superseded', now=now)
-            return 1
+            return
         conn.execute('RELEASE pulled')
         if vector is not None:
             store.put_vector(conn, memory_id, vector)
         store.add_history(conn, memory_id, 'update', created_at=now, old_content=local['content'],
                           new_content=row.content, actor=f'fleet:{row.robot_id}',
                           reason='changed by its origin robot')
-    return 1

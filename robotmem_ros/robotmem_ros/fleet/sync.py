@@ -158,12 +158,12 @@ class FleetSync:
                                 self._settings.collections, after, self._settings.batch_size)
             if batch:
                 with engine.db.write() as local:
-                    counts = local_store.apply_pulled(
+                    duplicates = local_store.apply_pulled(
                         local, batch, config=engine.config, model=self._model(),
                         dim=engine.embedding.embedder.dim if engine.embedding.usable else 0,
                         vectors_ok=engine.embedding.usable, now=self._clock())
                 total += len(batch)
-                self._note(pulled=len(batch), duplicates=counts.duplicates)
+                self._note(pulled=len(batch), duplicates=duplicates)
             self._note(last_pull=self._clock())
             if len(batch) < self._settings.batch_size:
                 return total

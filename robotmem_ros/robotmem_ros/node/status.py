@@ -24,6 +24,8 @@ LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                      reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 BACKLOG_WARN_SHARE = 0.8
+# FleetStatus fields mirrored in NodeStatus as fleet_<name>.
+FLEET_FIELDS = ('connected', 'outbox', 'outbox_full', 'last_push', 'last_pull', 'lag_s', 'error')
 
 
 def build_status(ready: bool, store: EngineStatus | None, counters: IngestCounters,
@@ -41,13 +43,8 @@ def build_status(ready: bool, store: EngineStatus | None, counters: IngestCounte
         msg.active_memories_count = store.active_memories_count
     if fleet is not None:
         msg.fleet_enabled = True
-        msg.fleet_connected = fleet.connected
-        msg.fleet_outbox = fleet.outbox
-        msg.fleet_outbox_full = fleet.outbox_full
-        msg.fleet_last_push = fleet.last_push
-        msg.fleet_last_pull = fleet.last_pull
-        msg.fleet_lag_s = fleet.lag_s
-        msg.fleet_error = fleet.error
+        for name in FLEET_FIELDS:
+            setattr(msg, f'fleet_{name}', getattr(fleet, name))
     return msg
 
 
