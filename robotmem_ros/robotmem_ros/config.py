@@ -139,6 +139,11 @@ class MemoryConfig:
                                     'dropped.', lo=1, hi=10_000_000)
     status_period: float = _p(5.0, 'Seconds between status/diagnostics heartbeats.',
                               lo=0.1, hi=3600.0)
+    resend_window_s: float = _p(600.0, 'Seconds a write service remembers its answer to a '
+                                'request_id, so a re-sent request is applied once.',
+                                lo=0.0, hi=86_400.0)
+    resend_window_max: int = _p(10_000, 'Most answers remembered for re-sent requests (oldest '
+                                'forgotten first).', lo=0, hi=1_000_000)
 
     # --- fleet sync (docs/fleet.md; needs the fleet extra) --------------------------------
     fleet_url: str = _p('', 'PostgreSQL connection string of the fleet hub (TLS via sslmode=); '

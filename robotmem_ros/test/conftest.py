@@ -30,6 +30,7 @@ os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 60.0   # hang guards, not speed assertions: CI machines can be slow
 CALL_TIMEOUT_S = 30.0
+RESEND_AFTER_S = 1.0     # first re-send of an unanswered call (doubles per copy)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,6 +45,7 @@ class RosClient:
     def __init__(self) -> None:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
+        from robotmem_ros.client.waiting import Waiter
 
         self._rclpy = rclpy
         self.context = rclpy.Context()
@@ -55,6 +57,7 @@ class RosClient:
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
         self._clients: dict[tuple[Any, str], Any] = {}
+        self._waiter = Waiter(self.node)
 
     def _spin(self) -> None:
         while self.context.ok():
@@ -66,16 +69,18 @@ class RosClient:
     def call(self, srv_type: Any, name: str, timeout: float = CALL_TIMEOUT_S, **fields: Any
              ) -> Any:
         """Call service ``name`` with request ``fields`` and return the response."""
+        from robotmem_ros.client.resend import send_until_answered, stamp_request_id
         key = (srv_type, name)
         if key not in self._clients:
             self._clients[key] = self.node.create_client(srv_type, name)
         client = self._clients[key]
         assert client.wait_for_service(timeout_sec=timeout), f'service {name} not available'
-        done = threading.Event()
-        future = client.call_async(srv_type.Request(**fields))
-        future.add_done_callback(lambda _: done.set())
-        assert done.wait(timeout), f'no response from {name}'
-        return future.result()
+        # As MemoryClient does: a lost answer (DDS discovery race) is re-sent, one request id.
+        response, copies = send_until_answered(
+            client, stamp_request_id(srv_type.Request(**fields)), self._waiter,
+            time.monotonic() + timeout, RESEND_AFTER_S)
+        assert response is not None, f'no response from {name} ({copies} copies sent)'
+        return response
 
     def wait_for(self, msg_type: Any, topic: str, predicate: Callable[[Any], bool],
                  qos: Any = 10, timeout: float = READY_TIMEOUT_S) -> Any:

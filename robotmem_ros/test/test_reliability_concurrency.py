@@ -28,30 +28,29 @@ WORDS = ('gripper shelf table drawer bottle sponge tray bolt cable camera lidar 
          'pallet bin hook lever valve pump filter screen panel button switch fork plate bowl '
          'towel rope hammer saw brush broom fan heater sensor').split()
 WORKER_GUARD_S = 900.0  # hang guard for a whole worker, never a speed assertion
+CALL_GUARD_S = 60.0     # hang guard for one call (re-sends included)
 
 
 def worker(prefix: str, worker_id: int, calls: int, seed: int) -> dict[str, Any]:
-    """Run ``calls`` mixed calls against the node at ``prefix``; return what happened."""
+    """
+    Run ``calls`` mixed calls against the node at ``prefix``; return what happened.
+
+    Calls go through MemoryClient, as a manipulation node's would: a fresh client may lose an
+    answer to the DDS discovery race, and the client's re-sends (one request id per call) are
+    what makes that harmless.
+    """
     import rclpy
     from robotmem_msgs.msg import PerceptionData
-    from robotmem_msgs.srv import Learn, Recall, SavePerception
+    from robotmem_ros.client import MemoryClient, MemoryClientError
 
     rng = random.Random(seed)
     rclpy.init()
     node = rclpy.create_node(f'robotmem_load_{worker_id}_{os.getpid()}')
-    clients = {srv: node.create_client(srv, f'{prefix}/{name}') for srv, name in
-               ((Learn, 'learn'), (Recall, 'recall'), (SavePerception, 'save_perception'))}
-    publisher = node.create_publisher(PerceptionData, f'{prefix.rsplit("/", 1)[0]}/perception',
-                                      100)
-    for client in clients.values():
-        assert client.wait_for_service(timeout_sec=60.0)
+    memory = MemoryClient(node, namespace=prefix, timeout=CALL_GUARD_S)
+    publisher = node.create_publisher(PerceptionData, memory.perception_topic, 100)
+    assert memory.wait_ready(CALL_GUARD_S)
     print('ready', flush=True)
     sys.stdin.readline()  # the parent says go once every worker is ready
-
-    def call(srv: Any, **fields: Any) -> Any:
-        future = clients[srv].call_async(srv.Request(**fields))
-        rclpy.spin_until_future_complete(node, future, timeout_sec=60.0)
-        return future.result()
 
     failures: list[str] = []
     created: dict[int, str] = {}
@@ -59,24 +58,22 @@ def worker(prefix: str, worker_id: int, calls: int, seed: int) -> dict[str, Any]
     for i in range(calls):
         kind = rng.choices(list(counts), weights=(3, 3, 2, 2))[0]
         counts[kind] += 1
-        if kind == 'recall':
-            res = call(Recall, query=rng.choice(SHARED_FACTS + WORDS), n=rng.randint(1, 20))
-            ok, error = res is not None and not res.error, res and res.error
-        elif kind == 'perception':
-            text = f'worker {worker_id} sees ' + ' '.join(rng.sample(WORDS, 4)) + f' #{i}'
-            res = call(SavePerception, description=text, perception_type='visual',
-                       data=json.dumps({'i': i, 'worker': worker_id}))
-            publisher.publish(PerceptionData(seq=i, description=text + ' (topic)'))
-            ok, error = res is not None and res.success, res and res.error
-        else:
-            insight = (rng.choice(SHARED_FACTS) if kind == 'learn_shared' else
-                       f'worker {worker_id} fact {i}: the ' + ' '.join(rng.sample(WORDS, 6)))
-            res = call(Learn, insight=insight)
-            ok, error = res is not None and res.success, res and res.error
-            if ok and res.status == 'created':
-                created[res.memory_id] = insight
-        if not ok:
-            failures.append(f'{kind}: {error or "no response"}')
+        try:
+            if kind == 'recall':
+                memory.recall(rng.choice(SHARED_FACTS + WORDS), n=rng.randint(1, 20))
+            elif kind == 'perception':
+                text = f'worker {worker_id} sees ' + ' '.join(rng.sample(WORDS, 4)) + f' #{i}'
+                memory.save_perception(text, 'visual', data={'i': i, 'worker': worker_id})
+                publisher.publish(PerceptionData(seq=i, description=text + ' (topic)'))
+            else:
+                insight = (rng.choice(SHARED_FACTS) if kind == 'learn_shared' else
+                           f'worker {worker_id} fact {i}: the ' + ' '.join(rng.sample(WORDS, 6)))
+                result = memory.learn(insight)
+                if result.status == 'created':
+                    created[result.memory_id] = insight
+        except MemoryClientError as exc:
+            failures.append(f'{kind}: {exc}')
+    memory.close()
     node.destroy_node()
     rclpy.shutdown()
     return {'failures': failures, 'created': created, 'counts': counts}

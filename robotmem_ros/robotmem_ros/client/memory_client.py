@@ -8,6 +8,11 @@ MultiThreadedExecutor (or by an executor in another thread): the client's entiti
 their own Reentrant callback group, and the caller waits on an event rather than spinning.
 From a callback of a single-threaded executor they raise ExecutorDeadlockError instead of
 hanging; a node nobody spins (a plain script) is spun for the duration of each call.
+
+A blocking call never hangs on a lost answer: it re-sends the request when no answer came
+within ``attempt_timeout`` (doubling) until its own timeout (see resend). Every write request
+carries a fresh ``request_id``, and the node answers a re-sent copy with the first copy's
+answer, so a re-send never stores, forgets or consolidates twice.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception
 from robotmem_ros.client import results
 from robotmem_ros.client.errors import (ExecutorDeadlockError, MemoryClientError,
                                         ServiceTimeoutError, ServiceUnavailableError)
+from robotmem_ros.client.resend import send_until_answered, stamp_request_id
 from robotmem_ros.client.results import to_json
 from robotmem_ros.client.waiting import deadlock_reason, Waiter
 from robotmem_ros.engine.types import (EndSessionResult, LearnResult, RecallResult,
@@ -34,7 +40,7 @@ from robotmem_ros.node.status import LATCHED
 
 DEFAULT_NAMESPACE = '/robotmem'
 DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_RETRIES = 2
+DEFAULT_ATTEMPT_TIMEOUT_S = 1.0
 JsonArg = str | dict | list | None
 
 
@@ -60,11 +66,12 @@ class MemoryClient:
     """Typed client of one robotmem node (services under ``namespace``)."""
 
     def __init__(self, node: Node, namespace: str = DEFAULT_NAMESPACE,
-                 timeout: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES) -> None:
+                 timeout: float = DEFAULT_TIMEOUT_S,
+                 attempt_timeout: float = DEFAULT_ATTEMPT_TIMEOUT_S) -> None:
         self.node = node
         self.namespace = '/' + namespace.strip('/')
         self.timeout = timeout
-        self.retries = retries
+        self.attempt_timeout = attempt_timeout
         self._group = ReentrantCallbackGroup()
         self._clients = {
             name: node.create_client(svc.srv_type, f'{self.namespace}/{name}',
@@ -221,33 +228,31 @@ class MemoryClient:
         if not client.service_is_ready():
             out.set_exception(ServiceUnavailableError(name, f'no server for {client.srv_name}'))
             return out
-        raw = client.call_async(request)
+        raw = client.call_async(stamp_request_id(request))
         raw.add_done_callback(lambda done: _settle(name, done, out))
         out.add_done_callback(lambda done: done.cancelled() and client.remove_pending_request(raw))
         return out
 
     def _call(self, name: str, request: Any, timeout: float | None) -> Any:
-        """Send and wait; re-send while the server vanishes mid-call (restart), up to retries."""
+        """Send (re-sending copies of one request id) and wait; parse or raise the answer."""
         self._refuse_deadlock(name)
-        deadline = self._deadline(timeout)
         client = self._clients[name]
-        for _ in range(self.retries + 1):
-            if not self._waiter.until(client.service_is_ready, deadline, threading.Event()):
-                raise ServiceUnavailableError(
-                    name, f'no server for {client.srv_name} (is the memory node running in '
-                    f'namespace {self.namespace!r}?)')
-            future = self._send(name, request)
-            wake = threading.Event()
-            future.add_done_callback(lambda _: wake.set())
-            answered = self._waiter.until(
-                lambda: future.done() or not client.service_is_ready(), deadline, wake)
-            if future.done():
-                return future.result()
-            future.cancel()
-            if not answered:
-                raise ServiceTimeoutError(name, f'no answer from {client.srv_name} in time')
-        raise ServiceUnavailableError(
-            name, f'{client.srv_name} went away {self.retries + 1} times during the call')
+        response, copies = send_until_answered(
+            client, stamp_request_id(request), self._waiter, self._deadline(timeout),
+            self.attempt_timeout)
+        if response is None:
+            raise _no_answer(name, client.srv_name, self.namespace, copies)
+        return _parse(name, response)
+
+
+def _no_answer(name: str, srv_name: str, namespace: str, attempts: int) -> MemoryClientError:
+    """Build the error of a call that ran out of time (could anything be sent at all?)."""
+    if attempts == 0:
+        return ServiceUnavailableError(
+            name, f'no server for {srv_name} (is the memory node running in namespace '
+            f'{namespace!r}?)')
+    return ServiceTimeoutError(name, f'no answer from {srv_name} in time ({attempts} '
+                               f'attempt{"s" if attempts > 1 else ""})')
 
 
 def _settle(name: str, raw: Future, out: Future) -> None:
@@ -258,18 +263,26 @@ def _settle(name: str, raw: Future, out: Future) -> None:
         out.cancel()
         return
     try:
-        response = raw.result()
-        service = _SERVICES[name]
-        failed = not response.success if service.has_success else bool(response.error)
-        if failed:
-            out.set_exception(MemoryClientError(name, response.error or 'request failed',
-                                                response.error))
-            return
-        result = service.parse(response)
-    except Exception as exc:  # transport error or unparsable answer: the caller must see it
+        result = _parse(name, raw.result())
+    except MemoryClientError as exc:
+        out.set_exception(exc)
+        return
+    except Exception as exc:  # transport error: the caller must see it
         out.set_exception(MemoryClientError(name, f'{type(exc).__name__}: {exc}'))
         return
     out.set_result(result)
+
+
+def _parse(name: str, response: Any) -> Any:
+    """Turn a response into the result type, or raise MemoryClientError with the node's text."""
+    service = _SERVICES[name]
+    failed = not response.success if service.has_success else bool(response.error)
+    if failed:
+        raise MemoryClientError(name, response.error or 'request failed', response.error)
+    try:
+        return service.parse(response)
+    except Exception as exc:  # an unparsable answer: the caller must see it
+        raise MemoryClientError(name, f'{type(exc).__name__}: {exc}') from exc
 
 
 def learn_request(insight: str, context: JsonArg, collection: str,

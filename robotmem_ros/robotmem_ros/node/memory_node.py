@@ -29,6 +29,7 @@ from robotmem_ros.errors import RobotMemError
 from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node import conversions as conv
 from robotmem_ros.node import log_bridge
+from robotmem_ros.node.answered_requests import AnsweredRequests
 from robotmem_ros.node.parameters import declare_config_parameters, make_set_callback
 from robotmem_ros.node.perception_ingest import PerceptionIngest
 from robotmem_ros.node.perception_receiver import PerceptionReceiver
@@ -75,6 +76,7 @@ class MemoryNode(Node):
         self._status = StatusReporter(
             self, self._ingest.counters, str(config.resolved_db_path()),
             lambda: self._config.perception_max_buffer, config.embed_device)
+        self._answered = AnsweredRequests(config.resend_window_s, config.resend_window_max)
         self._engine = MemoryEngine.open(config)
         self.add_on_set_parameters_callback(
             make_set_callback(lambda: self._config, self._apply_config))
@@ -143,16 +145,28 @@ class MemoryNode(Node):
                                flush_interval=config.perception_flush_interval,
                                max_buffer=config.perception_max_buffer)
         self._heartbeat.timer_period_ns = int(config.status_period * 1e9)
+        self._answered.configure(config.resend_window_s, config.resend_window_max)
         self._status.mark_dirty()
 
     # --- service plumbing ---------------------------------------------------------------------
     def _guarded(self, name: str, handler: Callable[[Any, Any], Any],
                  writes: bool) -> Callable[[Any, Any], Any]:
-        """Wrap a handler so every failure becomes an error response, never a dead node."""
+        """
+        Wrap a handler so every failure becomes an error response, never a dead node.
+
+        A write request that carries a ``request_id`` already answered gets that answer again
+        and is not applied a second time (see answered_requests).
+        """
 
         def callback(request: Any, response: Any) -> Any:
+            request_id = getattr(request, 'request_id', '')
+            answered = self._answered.get(name, request_id)
+            if answered is not None:
+                return answered
             try:
-                return handler(request, response)
+                answer = handler(request, response)
+                self._answered.remember(name, request_id, answer)
+                return answer
             except RobotMemError as exc:
                 error = str(exc) or type(exc).__name__
                 self.get_logger().warning(f'{name}: {error}')
