@@ -2,8 +2,8 @@
 Fresh-client calls: how often DDS loses a service answer, and whether a caller ever notices.
 
 N worker processes each make ``--calls`` calls (Learn and Recall alternating) against one
-memory node, every call through a brand-new rclpy service client created just before it —
-the case in which the node's response writer may not yet be matched with the client's
+memory node, every call from a client process of its own (forked: a new DDS participant,
+node and client that call at once) — the case in which the node's response writer may not yet be matched with the client's
 response reader, so the answer is lost although the request ran. Each call goes through the
 client library's re-send loop (``robotmem_ros.client.resend``, what MemoryClient uses) and
 reports how many copies it took; ``--no-resend`` sends one copy and waits the whole timeout,
@@ -20,6 +20,8 @@ import argparse
 import json
 import os
 import pathlib
+import select
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -32,10 +34,30 @@ from common import PACKAGE_DIR, print_table, write_result
 
 CALL_TIMEOUT_S = 30.0
 ATTEMPT_S = 1.0
+CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own timeout
 
 
 def worker(prefix: str, worker_id: int, calls: int, resend: bool) -> dict[str, Any]:
-    """Make ``calls`` fresh-client calls; return counts of copies and unanswered calls."""
+    """Make ``calls`` calls, each from a client process of its own; gather what they saw."""
+    import rclpy  # noqa: F401  imported once here, so each forked client starts at once
+    import robotmem_msgs.srv  # noqa: F401
+    import robotmem_ros.client.resend  # noqa: F401
+    copies_needed: list[int] = []
+    unanswered = 0
+    learned: dict[str, int] = {}  # facts the node said it created
+    for i in range(calls):
+        outcome = _in_child(lambda: one_call(prefix, worker_id, i, resend))
+        if outcome is None or outcome['response'] is None:
+            unanswered += 1
+            continue
+        copies_needed.append(outcome['copies'])
+        if outcome['response'].get('status') == 'created':
+            learned[outcome['insight']] = outcome['response']['memory_id']
+    return {'unanswered': unanswered, 'copies': copies_needed, 'learned': learned}
+
+
+def one_call(prefix: str, worker_id: int, i: int, resend: bool) -> dict[str, Any]:
+    """Create a participant, a node and a client, and call at once (Learn or Recall)."""
     import rclpy
     from robotmem_msgs.srv import Learn, Recall
     from robotmem_ros.client.resend import send_until_answered, stamp_request_id
@@ -43,31 +65,48 @@ def worker(prefix: str, worker_id: int, calls: int, resend: bool) -> dict[str, A
 
     rclpy.init()
     node = rclpy.create_node(f'fresh_client_{worker_id}_{os.getpid()}')
-    waiter = Waiter(node)
-    copies_needed: list[int] = []
-    unanswered = 0
-    learned: dict[str, int] = {}
-    for i in range(calls):
-        srv, name = (Learn, 'learn') if i % 2 == 0 else (Recall, 'recall')
-        client = node.create_client(srv, f'{prefix}/{name}')
-        if srv is Learn:
-            text = f'worker {worker_id} call {i}: fresh clients lose answers sometimes'
-            request = stamp_request_id(Learn.Request(insight=text))
-        else:
-            request = Recall.Request(query=f'worker {worker_id} fresh clients')
-        attempt = ATTEMPT_S if resend else CALL_TIMEOUT_S
-        response, copies = send_until_answered(
-            client, request, waiter, time.monotonic() + CALL_TIMEOUT_S, attempt)
-        node.destroy_client(client)
-        if response is None:
-            unanswered += 1
-            continue
-        copies_needed.append(copies)
-        if srv is Learn:
-            learned[request.insight] = response.memory_id
-    node.destroy_node()
-    rclpy.shutdown()
-    return {'unanswered': unanswered, 'copies': copies_needed, 'learned': learned}
+    insight = f'worker {worker_id} call {i}: fresh clients lose answers sometimes'
+    if i % 2 == 0:
+        client = node.create_client(Learn, f'{prefix}/learn')
+        request = stamp_request_id(Learn.Request(insight=insight))
+    else:
+        client = node.create_client(Recall, f'{prefix}/recall')
+        request = Recall.Request(query=f'worker {worker_id} fresh clients')
+    attempt = ATTEMPT_S if resend else CALL_TIMEOUT_S
+    response, copies = send_until_answered(
+        client, request, Waiter(node), time.monotonic() + CALL_TIMEOUT_S, attempt)
+    answer = None if response is None else {
+        'status': getattr(response, 'status', ''), 'memory_id': getattr(response, 'memory_id', 0)}
+    return {'response': answer, 'copies': copies, 'insight': insight}
+
+
+def _in_child(body: Any) -> dict[str, Any] | None:
+    """
+    Run ``body`` in a forked process that exits without tearing DDS down; return its result.
+
+    A fresh process per call is what the lost-answer race needs (participant and endpoint
+    discovery under way during the first request). Creating and destroying hundreds of
+    participants inside one process instead deadlocked Fast DDS 3.2 in DataWriter teardown
+    under load, so the child leaves with ``os._exit`` and the kernel cleans up.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            payload = json.dumps(body()).encode()
+        except BaseException as exc:  # report, never fall back into the parent's loop
+            payload = json.dumps({'response': None, 'copies': 0, 'error': repr(exc)}).encode()
+        os.write(write_end, payload)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, 'rb') as pipe:
+        ready, _, _ = select.select([pipe], [], [], CALL_TIMEOUT_S + CHILD_GRACE_S)
+        data = pipe.read() if ready else b''
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else None
 
 
 def run(workers: int, calls: int, resend: bool, work: pathlib.Path) -> dict[str, Any]:
@@ -99,6 +138,7 @@ def run(workers: int, calls: int, resend: bool, work: pathlib.Path) -> dict[str,
             'unanswered': sum(r['unanswered'] for r in results),
             'needed_second_copy': sum(1 for c in copies if c > 1),
             'max_copies': max(copies, default=0),
+            'learn_created': len(learned),
             'learn_rows_twice': sum(1 for text in learned if rows.get(text, 0) > 1),
             'learn_rows_missing': sum(1 for text in learned if rows.get(text, 0) == 0),
             'failed_to_send_response_logged': log.count('failed to send response'),

@@ -51,6 +51,10 @@ class MemoryConfig:
     max_json_bytes: int = _p(262_144, 'Largest accepted JSON field (context, data, metadata, '
                              'filters), in UTF-8 bytes.', lo=64, hi=16_777_216)
     max_json_depth: int = _p(16, 'Deepest accepted JSON nesting.', lo=1, hi=64)
+    store_lock_timeout: float = _p(30.0, 'Seconds a starting node (or the CLI) waits while '
+                                   'another process holds the write lock of the store, before '
+                                   'it gives up with one fatal error.', lo=0.0, hi=3600.0,
+                                   read_only=True)
 
     # --- embedding ---------------------------------------------------------------------------
     embed_backend: str = _p('onnx', 'Embedding backend; "none" runs BM25-only.',
@@ -135,6 +139,10 @@ class MemoryConfig:
                                     lo=1, hi=100_000)
     perception_flush_interval: float = _p(0.5, 'Seconds between buffer flushes.',
                                           lo=0.01, hi=60.0)
+    perception_stamp_max_future: float = _p(
+        3600.0, 'Seconds a perception header stamp may lie ahead of the node clock; stamps '
+        'further ahead, before 2000-01-01 or negative are replaced by the receive time and '
+        'counted (stamps_replaced).', lo=0.0, hi=31_536_000.0)
     perception_max_buffer: int = _p(20_000, 'Perceptions held in memory before the oldest are '
                                     'dropped.', lo=1, hi=10_000_000)
     status_period: float = _p(5.0, 'Seconds between status/diagnostics heartbeats.',

@@ -112,8 +112,10 @@ def test_learn(db):
     assert (again['status'], again['method'], again['memory_id']) == (
         'duplicate', 'exact', first['memory_id'])
     one_line_error(cli(db, 'learn', '   ', '--embed-backend', 'none', rc=1), 'insight')
-    one_line_error(cli(db, 'learn', 'x y z', '--context', '[1]', '--embed-backend', 'none',
-                       rc=1), 'context')
+    one_line_error(cli(db, 'learn', 'the tray is empty', '--context', '[1]', '--embed-backend',
+                       'none', rc=1), 'context')
+    one_line_error(cli(db, 'learn', '\U0001f50b\u26a1', '--embed-backend', 'none', rc=1),
+                   'nothing searchable')
 
 
 def test_sessions_episode_history(built):

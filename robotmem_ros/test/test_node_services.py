@@ -112,7 +112,7 @@ BAD_REQUESTS = [
     (Forget, 'forget', {'memory_id': -1}, 'memory_id'),
     (Forget, 'forget', {'memory_id': 987654}, '987654'),
     (Update, 'update', {'memory_id': -5, 'new_content': 'x'}, 'memory_id'),
-    (Update, 'update', {'memory_id': 987654, 'new_content': 'x'}, '987654'),
+    (Update, 'update', {'memory_id': 987654, 'new_content': 'the bin is empty'}, '987654'),
     (SavePerception, 'save_perception', {'description': 'seen', 'data': '{bad'}, 'data'),
     (StartSession, 'start_session', {'context': 'nope'}, 'context'),
 ]

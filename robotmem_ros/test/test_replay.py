@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 from conftest import CALL_TIMEOUT_S, PACKAGE_DIR
 import pytest
@@ -29,7 +30,8 @@ def describe(i: int) -> str:
     return f'overhead camera sees blue block {i} stacked on the pallet'
 
 
-def write_episode_bag(path: pathlib.Path, storage: StoragePlugin, count: int = 50) -> None:
+def write_episode_bag(path: pathlib.Path, storage: StoragePlugin, count: int = 50,
+                      base_ns: int = BASE_NS) -> None:
     """Two interleaved sessions of perceptions, plus Learn requests in the mug session."""
     store = robotmem_typestore()
     perception = store.types[PERCEPTION_TYPE]
@@ -42,7 +44,7 @@ def write_episode_bag(path: pathlib.Path, storage: StoragePlugin, count: int = 5
         learns = writer.add_connection('/robot/learn_requests', LEARN_REQUEST_TYPE,
                                        typestore=store)
         for i in range(count):
-            t = BASE_NS + i * STEP_NS
+            t = base_ns + i * STEP_NS
             msg = perception(
                 header=header(stamp=stamp(sec=t // 10**9, nanosec=t % 10**9),
                               frame_id=f'cam{i % 2}'),
@@ -52,7 +54,7 @@ def write_episode_bag(path: pathlib.Path, storage: StoragePlugin, count: int = 5
             writer.write(perceptions, t, store.serialize_cdr(msg, PERCEPTION_TYPE))
             if i in (10, 20, 30):
                 fact = learn(insight=MUG_FACTS[i // 10 - 1], context='', collection='',
-                             session_id=SESSIONS[0])
+                             session_id=SESSIONS[0], request_id='')
                 writer.write(learns, t + 1, store.serialize_cdr(fact, LEARN_REQUEST_TYPE))
 
 
@@ -133,3 +135,25 @@ def test_unusable_bags_are_refused(tmp_path):
         BagEpisode(bag, topics=['/elsewhere'], learn_topics=['/elsewhere'])
     done = replay_cli(tmp_path / 'missing')
     assert done.returncode == 2 and 'not a rosbag2 directory' in done.stderr
+
+
+def test_a_replayed_year_old_archive_is_recallable_after_end_session(ros, start_node, tmp_path):
+    """Stamps order the episode; decay counts from when the replay stored it (docs)."""
+    bag = tmp_path / 'archive_bag'
+    base_ns = (int(time.time()) - 400 * 86_400) * 10**9
+    write_episode_bag(bag, StoragePlugin.SQLITE3, count=20, base_ns=base_ns)
+    node = start_node()
+    report = Replayer(ros.node, node.prefix, rate=None).run(BagEpisode(bag), end_sessions=True)
+    assert report.complete and report.ended == dict.fromkeys(SESSIONS, ''), report
+    memory = MemoryClient(ros.node, node.prefix, timeout=CALL_TIMEOUT_S)
+    try:
+        found = memory.recall('overhead camera blue block stacked on the pallet', n=5)
+        assert found.memories and {m.session_id for m in found.memories} == {SESSIONS[1]}
+        episode = memory.recall('*', n=100, session_id=SESSIONS[1])  # default min_confidence
+        seen = [m for m in episode.memories if m.type == 'perception']
+        assert [m.content for m in seen] == [describe(i) for i in range(1, 20, 2)]
+        assert [m.created_at for m in seen] == \
+            [pytest.approx((base_ns + i * STEP_NS) / 1e9, abs=1e-6) for i in range(1, 20, 2)]
+        assert all(m.confidence == pytest.approx(0.9) for m in seen)
+    finally:
+        memory.close()

@@ -30,6 +30,7 @@ from reliability_helpers import assert_consistent, checker
 from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
                                Update)
 from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine.text import fts_query
 from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import NotFoundError, RobotMemError, ValidationError
 
@@ -96,6 +97,11 @@ def engine_calls(engine, value: str):
     yield 'end_session.real', lambda: engine.end_session(session.session_id, 0.5)
 
 
+def searchable(text: str) -> bool:
+    """Return True when the engine stores ``text`` (it refuses text no query can find)."""
+    return fts_query(text) is not None
+
+
 @pytest.mark.parametrize('value', INJECTIONS)
 def test_engine_entry_points_bind_injection_strings_as_values(tmp_path, value):
     """Every call either works or raises a typed error; schema and consistency hold."""
@@ -115,6 +121,8 @@ def test_engine_entry_points_bind_injection_strings_as_values(tmp_path, value):
     if '\x00' in value:
         assert outcomes['learn.insight'] == 'ValidationError'
         assert all(value not in s for s in stored)
+    elif not searchable(value):  # '%_%': nothing a query could find, refused
+        assert outcomes['learn.insight'] == 'ValidationError' and value.strip() not in stored
     else:
         assert outcomes['learn.insight'] == 'ok' and value.strip() in stored
         assert outcomes['recall.query'] == 'ok'
@@ -145,6 +153,7 @@ SQL_SHAPE = re.compile(r'\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|PRAGMA
 REVIEWED = {
     'marks': "','.join('?' * len(ids)): placeholders only",
     'BUSY_TIMEOUT_MS': 'module constant',
+    'LOCK_POLL_MS': 'module constant',
     'MEMORY_COLUMNS': 'module constant column list',
     "' AND '.join(where)": 'list of constant condition fragments with named placeholders',
     'int(dim)': 'integer model dimension, forced through int()',
@@ -263,7 +272,8 @@ def test_services_bind_injection_strings_as_values(node, value):
         assert schema_of(engine) == baseline
         contents = {r[0] for r in engine.db.reader().execute('SELECT content FROM memories')}
     # ROS strings end at a NUL (C strings): 'nul\x00byte' arrives as 'nul'.
-    assert value.split('\x00')[0].strip() in contents
+    arrived = value.split('\x00')[0].strip()
+    assert (arrived in contents) == searchable(arrived)
     assert not any('\x00' in c for c in contents)
     assert_consistent(node.db_path)
 

@@ -15,7 +15,10 @@ def when(epoch: float | None) -> str:
     """Local wall-clock time of an epoch timestamp ('' for none)."""
     if epoch is None:
         return ''
-    return dt.datetime.fromtimestamp(epoch).strftime('%Y-%m-%d %H:%M:%S')
+    try:
+        return dt.datetime.fromtimestamp(epoch).strftime('%Y-%m-%d %H:%M:%S')
+    except (OverflowError, OSError, ValueError):  # a stored time no calendar holds
+        return f'{epoch:g}'
 
 
 def short(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -307,7 +307,11 @@ def _options(raw: dict[str, Any]) -> FilterOptions:
         raise ValidationError(f'context_filter[{CREATED_AT!r}]: $gte {start} is after '
                               f'$lte {end}')
     as_of = raw.pop(AS_OF, None)
-    if as_of is not None and not (is_number(as_of) and math.isfinite(as_of)):
+    try:  # an int too large for a float overflows in isfinite() as in float()
+        valid = as_of is None or (is_number(as_of) and math.isfinite(as_of))
+    except OverflowError:
+        valid = False
+    if not valid:
         raise ValidationError(f'context_filter[{AS_OF!r}]: must be epoch seconds, got {as_of!r}')
     origin = raw.pop(ORIGIN, None)
     if origin is not None and (not isinstance(origin, str) or not origin):

@@ -16,9 +16,15 @@ import contextlib
 import os
 import pathlib
 import threading
-from typing import Any, Iterator
+import time
+from typing import Any, Callable, Iterator
 
 from robotmem_ros.errors import CorruptDatabaseError, StorageError
+
+
+class StoreLockedError(StorageError):
+    """Another process kept the store's write lock longer than the caller would wait."""
+
 
 try:  # pragma: no cover - which one exists depends on the machine
     import pysqlite3.dbapi2 as sqlite3
@@ -31,6 +37,8 @@ except ImportError:  # pragma: no cover - a broken install; reported by has_vec
     sqlite_vec = None
 
 BUSY_TIMEOUT_MS = 10_000
+LOCK_POLL_MS = 250        # one attempt of the bounded wait for the write lock at start
+WAL_WRITE_LOCK_BYTE = 120  # offset of SQLite's WAL writer lock in the -shm file
 Error = sqlite3.Error
 IntegrityError = sqlite3.IntegrityError
 OperationalError = sqlite3.OperationalError
@@ -60,23 +68,28 @@ def _load_vec(conn: Any) -> None:
         pass  # has_vec reports it; the store then runs BM25-only
 
 
+def prepare_path(path: pathlib.Path) -> None:
+    """Create the store's directory; raise StorageError naming the path when it cannot be used."""
+    if path.is_dir():
+        raise StorageError(f'database path {path} is a directory, not a file')
+    if path.parent.exists() and not path.parent.is_dir():
+        raise StorageError(f'cannot create {path}: {path.parent} is not a directory')
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f'cannot create the directory of {path}: {exc.strerror}') from exc
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise StorageError(f'database {path} is not readable and writable by this user')
+    if not path.exists() and not os.access(path.parent, os.W_OK):
+        raise StorageError(f'cannot create {path}: directory is not writable')
+
+
 class Database:
     """The store's connections and the one write path."""
 
     def __init__(self, path: pathlib.Path) -> None:
         self.path = path
-        if path.is_dir():
-            raise StorageError(f'database path {path} is a directory, not a file')
-        if path.parent.exists() and not path.parent.is_dir():
-            raise StorageError(f'cannot create {path}: {path.parent} is not a directory')
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f'cannot create the directory of {path}: {exc.strerror}') from exc
-        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-            raise StorageError(f'database {path} is not readable and writable by this user')
-        if not path.exists() and not os.access(path.parent, os.W_OK):
-            raise StorageError(f'cannot create {path}: directory is not writable')
+        prepare_path(path)
         self._write_lock = threading.RLock()
         self._local = threading.local()
         self._readers: list[Any] = []
@@ -97,11 +110,14 @@ class Database:
             return False
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Any]:
+    def write(self, *, wait_s: float | None = None,
+              on_wait: Callable[[str], None] | None = None) -> Iterator[Any]:
         """
         Run one IMMEDIATE transaction on the writer connection, serialized by a lock.
 
         Re-entrant: a nested ``write()`` in the same thread joins the outer transaction.
+        ``wait_s`` replaces the busy timeout by a bounded wait in short polls, calling
+        ``on_wait(holder)`` while another process holds the lock, then StoreLockedError.
         """
         with self._write_lock:
             self._check_open()
@@ -109,10 +125,13 @@ class Database:
             if conn.in_transaction:
                 yield conn
                 return
-            try:
-                conn.execute('BEGIN IMMEDIATE')
-            except sqlite3.Error as exc:
-                raise classify(exc, self.path) from exc
+            if wait_s is None:
+                try:
+                    conn.execute('BEGIN IMMEDIATE')
+                except sqlite3.Error as exc:
+                    raise classify(exc, self.path) from exc
+            else:
+                self._begin_within(conn, wait_s, on_wait)
             try:
                 yield conn
             except BaseException:
@@ -128,6 +147,72 @@ class Database:
                     conn.execute('ROLLBACK')
                 raise classify(exc, self.path) from exc
 
+    def _begin_within(self, conn: Any, wait_s: float,
+                      on_wait: Callable[[str], None] | None) -> None:
+        deadline = time.monotonic() + wait_s
+        conn.execute(f'PRAGMA busy_timeout={LOCK_POLL_MS}')
+        try:
+            while True:
+                try:
+                    conn.execute('BEGIN IMMEDIATE')
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise classify(exc, self.path) from exc
+                holder = lock_holder(self.path)
+                if time.monotonic() >= deadline:
+                    raise StoreLockedError(
+                        f'the store {self.path} stayed locked by {holder} for more than '
+                        f'{wait_s:g} s (store_lock_timeout); nothing was written')
+                if on_wait is not None:
+                    on_wait(holder)
+        finally:
+            conn.execute(f'PRAGMA busy_timeout={BUSY_TIMEOUT_MS}')
+
+    @contextlib.contextmanager
+    def try_write(self) -> Iterator[Any | None]:
+        """
+        Like :meth:`write`, but yield None at once when the store is busy.
+
+        For best-effort bookkeeping (recall's access counts): it never waits, neither on a
+        writer of this process nor on another process's SQLite write lock.
+        """
+        if not self._write_lock.acquire(blocking=False):
+            yield None
+            return
+        try:
+            self._check_open()
+            conn = self._writer
+            if conn.in_transaction:  # a write of this thread is open: join it
+                yield conn
+                return
+            conn.execute('PRAGMA busy_timeout=0')
+            try:
+                conn.execute('BEGIN IMMEDIATE')
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise classify(exc, self.path) from exc
+                conn = None
+            finally:
+                self._writer.execute(f'PRAGMA busy_timeout={BUSY_TIMEOUT_MS}')
+            if conn is None:
+                yield None
+                return
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute('ROLLBACK')
+                raise
+            try:
+                conn.execute('COMMIT')
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute('ROLLBACK')
+                raise classify(exc, self.path) from exc
+        finally:
+            self._write_lock.release()
+
     def reader(self) -> Any:
         """Return this thread's read connection (WAL: never blocked by the writer)."""
         self._check_open()
@@ -138,6 +223,11 @@ class Database:
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
+
+    @property
+    def closed(self) -> bool:
+        """Return True once :meth:`close` ran."""
+        return self._closed
 
     def _check_open(self) -> None:
         if self._closed:
@@ -158,6 +248,45 @@ class Database:
             except sqlite3.Error:
                 pass  # another process still reads; the WAL stays valid
             self._writer.close()
+
+
+def _is_busy(exc: Exception) -> bool:
+    text = str(exc)
+    return 'locked' in text or 'busy' in text
+
+
+def lock_holder(path: pathlib.Path) -> str:
+    """
+    Name the process that holds the store's write lock, for messages ("pid 42 (python3)").
+
+    SQLite's WAL writer lock is a POSIX lock on one byte of ``<db>-shm``; Linux lists it in
+    /proc/locks. Elsewhere, or when it cannot be told, the answer is "another process".
+    """
+    try:
+        inode = os.stat(f'{path}-shm').st_ino
+        with open('/proc/locks', encoding='ascii') as locks:
+            lines = locks.read().splitlines()
+    except OSError:
+        return 'another process'
+    pids = []
+    for line in lines:
+        fields = line.split()
+        if '->' in fields:  # a waiter, not a holder
+            continue
+        if len(fields) >= 8 and fields[1] == 'POSIX' and fields[3] == 'WRITE' \
+                and fields[5].rsplit(':', 1)[-1] == str(inode) \
+                and fields[6] == str(WAL_WRITE_LOCK_BYTE) and fields[4] != str(os.getpid()):
+            pids.append(fields[4])
+    if not pids:
+        return 'another process'
+    return ', '.join(f'pid {pid} ({_command(pid)})' for pid in pids)
+
+
+def _command(pid: str) -> str:
+    try:
+        return pathlib.Path(f'/proc/{pid}/comm').read_text().strip() or '?'
+    except OSError:
+        return '?'
 
 
 def classify(exc: Exception, path: pathlib.Path) -> StorageError:

@@ -3,7 +3,9 @@ Confidence decay (seed 000) and recall-time half-life weighting (seed 002).
 
 Decay is idempotent: each memory stores the reference time up to which decay was applied, and
 only whole elapsed days are applied, so running it twice in a row changes nothing (the seed's
-formula recomputed from creation on every call and compounded).
+formula recomputed from creation on every call and compounded). Perceptions start that
+reference at the time they were stored, not at their header stamp: a bag recorded a year ago and
+replayed today is a fresh memory of an old event (docs/reliability.md, "Replayed data").
 """
 
 from __future__ import annotations

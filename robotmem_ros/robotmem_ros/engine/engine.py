@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from typing import Any, Callable, Sequence
 import uuid
@@ -27,7 +28,8 @@ from robotmem_ros.engine.recall import Recaller
 from robotmem_ros.engine.schema import migrate
 from robotmem_ros.engine.types import (EndSessionResult, EngineStatus, LearnResult,
                                        PerceptionInput, RecallResult, SessionInfo, UpdateResult)
-from robotmem_ros.engine.validation import check_finite, check_id, check_text, json_object
+from robotmem_ros.engine.validation import (check_finite, check_id, check_searchable,
+                                            check_text, json_object, plausible_stamp)
 from robotmem_ros.errors import (ConfigError, EmbeddingError, NotFoundError, RobotMemError,
                                  ValidationError)
 
@@ -40,13 +42,21 @@ class MemoryEngine:
     """Long-term memory over one SQLite file."""
 
     def __init__(self, config: MemoryConfig, embedder: Any | None = None, *,
-                 embed_error: str = '', clock: Callable[[], float] = time.time) -> None:
+                 embed_error: str = '', clock: Callable[[], float] = time.time,
+                 on_lock_wait: Callable[[str], None] | None = None) -> None:
+        """
+        Open (and migrate) the store.
+
+        When another process holds the write lock, wait at most ``store_lock_timeout`` seconds,
+        calling ``on_lock_wait(holder)`` meanwhile, then raise StoreLockedError: a start-up
+        either serves or fails within a known time.
+        """
         self._config = config
         self.clock = clock
         self.db = Database(config.resolved_db_path())
         self.embedding = EmbeddingState(embedder, config.min_readability, embed_error)
         try:
-            with self.db.write() as conn:
+            with self.db.write(wait_s=config.store_lock_timeout, on_wait=on_lock_wait) as conn:
                 migrate(conn)
                 if not self.db.has_vec:
                     self.embedding.embedder = None
@@ -60,6 +70,8 @@ class MemoryEngine:
             raise classify(exc, self.db.path) from exc
         self.recaller = Recaller(self)
         self.learner = Learner(self)
+        self._counter_lock = threading.Lock()
+        self.stamps_replaced = 0  # perception stamps outside the plausible window
 
     @classmethod
     def open(cls, config: MemoryConfig, **kwargs: Any) -> 'MemoryEngine':
@@ -91,7 +103,9 @@ class MemoryEngine:
         self.learner.reconfigure()
 
     def close(self) -> None:
-        """Close every connection (idempotent)."""
+        """Write pending recall counts if the store is free, close every connection."""
+        if not self.db.closed:
+            self.recaller.access.flush()
         self.db.close()
 
     # --- learn -----------------------------------------------------------------------------
@@ -128,17 +142,24 @@ class MemoryEngine:
 
     def _perception_row(self, p: PerceptionInput) -> dict:
         cfg = self._config
-        description = check_text('description', p.description,
-                                 max_chars=cfg.max_description_chars)
+        description = check_searchable('description', check_text(
+            'description', p.description, max_chars=cfg.max_description_chars))
         perception_type = check_text('perception_type', p.perception_type or 'generic',
                                      max_chars=128)
-        data = self._json('data', p.data)
-        metadata = self._json('metadata', p.metadata)
-        created_at = self.clock() if p.created_at is None else check_finite('created_at',
-                                                                            p.created_at)
+        context = {'data': self._json('data', p.data), 'metadata': self._json('metadata',
+                                                                              p.metadata)}
+        now = self.clock()
+        created_at = now
+        if p.created_at is not None:
+            stamp = check_finite('created_at', p.created_at)
+            if plausible_stamp(stamp, now, cfg.perception_stamp_max_future):
+                created_at = stamp
+            else:  # keep the perception, ordered by arrival; the bad stamp stays visible
+                context['stamp_replaced'] = stamp
+                with self._counter_lock:
+                    self.stamps_replaced += 1
         return {'content': description, 'perception_type': perception_type,
-                'context': {'data': data, 'metadata': metadata},
-                'collection': self._collection(p.collection),
+                'context': context, 'collection': self._collection(p.collection),
                 'session_id': self._session_id(p.session_id), 'created_at': created_at}
 
     def _write_perceptions(self, rows: list[dict]) -> list[int]:
@@ -154,7 +175,7 @@ class MemoryEngine:
                         collection=row['collection'], session_id=row['session_id'],
                         category='perception', perception_type=row['perception_type'],
                         kind='episodic', confidence=PERCEPTION_CONFIDENCE,
-                        context=row['context'], created_at=row['created_at'],
+                        context=row['context'], created_at=row['created_at'], decay_ref=now,
                         tags=['perception', f'perception:{row["perception_type"]}']))
                 return ids
         except SqlError as exc:
@@ -284,8 +305,8 @@ class MemoryEngine:
                ) -> UpdateResult:
         """Rewrite a memory: re-hash, re-index FTS and vector, keep the old text in history."""
         memory_id = check_id('memory_id', memory_id)
-        content = check_text('new_content', new_content,
-                             max_chars=self._config.max_insight_chars)
+        content = check_searchable('new_content', check_text(
+            'new_content', new_content, max_chars=self._config.max_insight_chars))
         ctx_update = self._json('context', context)
         vector = self.embedding.embed_fact(content) if self.embedding.usable else None
         now = self.clock()
@@ -331,7 +352,8 @@ class MemoryEngine:
             active_memories_count=self._active_count(conn, self._config.collection),
             db_bytes=_db_bytes(self.db.path), reindex_needed=self.embedding.reindex_needed,
             embed_error=self.embedding.error, embed_failures=self.embedding.failures,
-            pending_embeddings=pending if self.embedding.usable else 0)
+            pending_embeddings=pending if self.embedding.usable else 0,
+            stamps_replaced=self.stamps_replaced)
 
     def _active_count(self, conn: Any, collection: str) -> int:
         return conn.execute('SELECT COUNT(*) FROM memories WHERE collection = ? '

@@ -22,7 +22,7 @@ from robotmem_ros.engine.decision import (Candidate, DELETE, Existing, make_deci
                                           Outcome, SKIP)
 from robotmem_ros.engine.inference import infer, Inferred
 from robotmem_ros.engine.types import LearnResult, MemoryRecord
-from robotmem_ros.engine.validation import check_text
+from robotmem_ros.engine.validation import check_searchable, check_text
 from robotmem_ros.errors import StorageError
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ class Learner:
               ) -> LearnResult:
         """See MemoryEngine.learn."""
         eng = self.engine
-        content = check_text('insight', insight, max_chars=eng.config.max_insight_chars)
+        content = check_searchable('insight', check_text(
+            'insight', insight, max_chars=eng.config.max_insight_chars))
         ctx = eng._json('context', context)
         fact = _Fact(content, {k: v for k, v in ctx.items() if k not in RESERVED_CONTEXT_KEYS},
                      eng._collection(collection), eng._session_id(session_id),

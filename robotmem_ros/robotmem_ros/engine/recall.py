@@ -8,12 +8,12 @@ inside the vector index, so a superseded memory never takes a KNN slot.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Iterable, TYPE_CHECKING
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context_filter import (ContextFilter, FilterOptions, origin_in_scope,
                                                 parse_filter)
 from robotmem_ros.engine.database import Error as SqlError
@@ -27,7 +27,6 @@ from robotmem_ros.errors import StorageError, ValidationError
 if TYPE_CHECKING:
     from robotmem_ros.engine.engine import MemoryEngine
 
-LOG = logging.getLogger('robotmem.engine')
 MAX_N = 100
 BOTH = ('bm25', 'vector')
 LIST_CHUNK = 500
@@ -38,6 +37,7 @@ class Recaller:
 
     def __init__(self, engine: 'MemoryEngine') -> None:
         self.engine = engine
+        self.access = AccessCounts(engine.db)
 
     def recall(self, query: str, n: int, min_confidence: float, session_id: str,
                context_filter: str | dict, spatial_sort: str | dict, collection: str, *,
@@ -53,6 +53,7 @@ class Recaller:
                                         max_depth=cfg.max_json_depth)
         spatial = parse_spatial_sort(spatial_sort, max_bytes=cfg.max_json_bytes)
         now = self.engine.clock()
+        self.access.flush()  # hits deferred by a busy store, so this answer counts them
         try:
             if query == '*':
                 records, mode = self._list(collection, n, min_conf, session_id, cfilter,
@@ -183,17 +184,10 @@ class Recaller:
         return kept[:n]
 
     def _touch(self, records: list[MemoryRecord], now: float) -> None:
-        """Count the hits in one transaction; a failing write never fails the read."""
+        """Count the hits; never waits for the write lock and never fails the read."""
         if not records:
             return
-        try:
-            with self.engine.db.write() as conn:
-                conn.executemany('UPDATE memories SET access_count = access_count + 1, '
-                                 'last_accessed = ? WHERE id = ?',
-                                 [(now, r.id) for r in records])
-        except (StorageError, SqlError) as exc:
-            LOG.warning('recall results not counted (store not writable): %s', exc)
-            return
+        self.access.record([r.id for r in records], now)
         for record in records:
             record.access_count += 1
             record.last_accessed = now

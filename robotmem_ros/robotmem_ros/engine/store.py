@@ -92,19 +92,23 @@ def get_session(conn: Any, session_id: str) -> Any:
 def insert_memory(conn: Any, *, type_: str, content: str, collection: str, session_id: str,
                   category: str, perception_type: str, kind: str, confidence: float,
                   context: dict, created_at: float, tags: Iterable[str] = (),
-                  origin: str = '', gid: str | None = None) -> int:
+                  decay_ref: float | None = None, origin: str = '',
+                  gid: str | None = None) -> int:
     """
     Insert a memory, its FTS row, tags and a ``create`` history entry; return its id.
 
+    ``decay_ref`` starts the decay clock elsewhere than ``created_at``: a perception replayed
+    from an old bag keeps its stamp for ordering but decays from the time it was stored.
     ``origin`` and ``gid`` are set for a memory pulled from another robot (docs/fleet.md).
     """
     cur = conn.execute(
         'INSERT INTO memories(type, content, content_hash, collection, session_id, category, '
-        'perception_type, kind, confidence, context_json, created_at, valid_from, origin, gid) '
-        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'perception_type, kind, confidence, context_json, created_at, valid_from, decay_ref, '
+        'origin, gid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
         (type_, content, textmod.content_hash(content), collection, session_id or None,
          category, perception_type, kind, confidence,
-         json.dumps(context, ensure_ascii=False), created_at, created_at, origin, gid))
+         json.dumps(context, ensure_ascii=False), created_at, created_at, decay_ref, origin,
+         gid))
     memory_id = cur.lastrowid
     conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
                  (memory_id, textmod.fts_index_text(content)))
@@ -112,6 +116,12 @@ def insert_memory(conn: Any, *, type_: str, content: str, collection: str, sessi
                      [(memory_id, t) for t in tags])
     add_history(conn, memory_id, 'create', new_content=content, created_at=created_at)
     return memory_id
+
+
+def add_accesses(conn: Any, hits: list[tuple[int, float, int]]) -> None:
+    """Add recall hits: (count, last time, memory id) each; last_accessed never goes back."""
+    conn.executemany('UPDATE memories SET access_count = access_count + ?, last_accessed = '
+                     'MAX(COALESCE(last_accessed, 0), ?) WHERE id = ?', hits)
 
 
 def add_history(conn: Any, memory_id: int, event: str, *, created_at: float,

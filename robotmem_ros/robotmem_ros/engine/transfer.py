@@ -12,7 +12,6 @@ folding stays end_session's job, so a round trip into an empty store is exact.
 from __future__ import annotations
 
 import json
-import math
 import os
 import pathlib
 from typing import Any, Callable, Iterator, TYPE_CHECKING
@@ -20,7 +19,8 @@ from typing import Any, Callable, Iterator, TYPE_CHECKING
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.database import classify, Error as SqlError
-from robotmem_ros.engine.validation import check_text
+from robotmem_ros.engine.validation import (check_count, check_finite, check_range,
+                                            check_text, check_timestamp)
 from robotmem_ros.errors import StorageError, ValidationError
 
 if TYPE_CHECKING:
@@ -143,15 +143,19 @@ def import_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection:
                     if existing is not None:
                         id_map[item['id']] = existing
                         report['skipped'].append({'line': line, 'existing_id': existing})
-                        continue
-                    id_map[item['id']] = _insert(conn, item, now)
-                    report['imported'] += 1
+                    else:
+                        id_map[item['id']] = _insert(conn, item, now)
+                        report['imported'] += 1
                     if item['superseded_by'] is not None:
                         superseded.append((id_map[item['id']], item['superseded_by']))
             if progress is not None:
                 progress(min(start + BATCH, len(memories)), len(memories))
+        # Links are resolved once every id is known. Rows that an interrupted earlier run of
+        # the same file stored are skipped as existing above, so they are linked here too; only
+        # a missing link is filled, never one the store already holds.
         with engine.db.write() as conn:
-            conn.executemany('UPDATE memories SET superseded_by = ? WHERE id = ?',
+            conn.executemany('UPDATE memories SET superseded_by = ? WHERE id = ? '
+                             'AND superseded_by IS NULL',
                              [(id_map.get(old), new) for new, old in superseded])
     except SqlError as exc:
         raise classify(exc, engine.db.path) from exc
@@ -260,8 +264,8 @@ def _lines(path: pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]:
 def _session(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
     item = {'id': _text(obj, 'id', where), 'collection': collection or _text(obj, 'collection',
                                                                              where),
-            'started_at': _number(obj, 'started_at', where),
-            'ended_at': _number(obj, 'ended_at', where, optional=True),
+            'started_at': _time(obj, 'started_at', where),
+            'ended_at': _time(obj, 'ended_at', where, optional=True),
             'outcome_score': _number(obj, 'outcome_score', where, optional=True),
             'context': _object(obj, 'context', where), 'summary': obj.get('summary')}
     return item
@@ -276,17 +280,17 @@ def _memory(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
             'category': _text(obj, 'category', where, required=False),
             'perception_type': _text(obj, 'perception_type', where, required=False),
             'kind': _choice(obj, 'kind', ('episodic', 'semantic'), where),
-            'confidence': _number(obj, 'confidence', where),
+            'confidence': _confidence(obj, where),
             'status': _choice(obj, 'status', ('active', 'superseded', 'forgotten'), where),
             'superseded_by': obj.get('superseded_by'),
-            'created_at': _number(obj, 'created_at', where),
+            'created_at': _time(obj, 'created_at', where),
             'context': _object(obj, 'context', where)}
     if item['session_id'] is not None:
         item['session_id'] = _text(obj, 'session_id', where)
     if item['superseded_by'] is not None:
         item['superseded_by'] = _int(obj, 'superseded_by', where)
     for name in _TIMES:
-        item[name] = _number(obj, name, where, optional=True)
+        item[name] = _time(obj, name, where, optional=True)
     for name in _COUNTERS:
         item[name] = _int(obj, name, where, minimum=0)
     tags = obj.get('tags', [])
@@ -309,17 +313,24 @@ def _number(obj: dict[str, Any], name: str, where: str, optional: bool = False
     value = obj.get(name)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value):
-        raise ValidationError(f'{where}: {name} must be a finite number, got {value!r}')
-    return float(value)
+    return check_finite(f'{where}: {name}', value)
+
+
+def _time(obj: dict[str, Any], name: str, where: str, optional: bool = False
+          ) -> float | None:
+    """Epoch seconds that a message can carry (a larger one broke every later recall)."""
+    value = obj.get(name)
+    if value is None and optional:
+        return None
+    return check_timestamp(f'{where}: {name}', value)
+
+
+def _confidence(obj: dict[str, Any], where: str) -> float:
+    return check_range(f'{where}: confidence', obj.get('confidence'), 0.0, 1.0)
 
 
 def _int(obj: dict[str, Any], name: str, where: str, minimum: int = 1) -> int:
-    value = obj.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValidationError(f'{where}: {name} must be an integer >= {minimum}, got {value!r}')
-    return value
+    return check_count(f'{where}: {name}', obj.get(name), minimum)
 
 
 def _choice(obj: dict[str, Any], name: str, allowed: tuple[str, ...], where: str) -> str:

@@ -123,3 +123,4 @@ class EngineStatus:
     embed_error: str = ''
     embed_failures: int = 0
     pending_embeddings: int = 0
+    stamps_replaced: int = 0       # perception stamps outside the plausible window

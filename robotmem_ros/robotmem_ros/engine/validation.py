@@ -10,9 +10,21 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
+import unicodedata
 
+from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.context_filter import load_json_object
 from robotmem_ros.errors import ValidationError
+
+# builtin_interfaces/Time.sec is int32: no message can carry a later time (2038-01-19), so no
+# stored time may lie beyond it (a larger one made every later recall fail in the conversion).
+TIMESTAMP_MAX = float(2**31 - 1)
+# Perception stamps before this are a clock that was never set (1970, sim time) or garbage.
+PLAUSIBLE_STAMP_MIN = 946_684_800.0  # 2000-01-01T00:00:00Z
+SQLITE_INT_MAX = 2**63 - 1
+# Characters that render as nothing: whitespace is handled by strip(); these are format
+# characters (zero-width space/joiners, word joiner, BOM, soft hyphen...), Unicode category Cf.
+_INVISIBLE_CATEGORIES = ('Cf',)
 
 
 def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) -> str:
@@ -20,7 +32,7 @@ def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) 
     if not isinstance(value, str):
         raise ValidationError(f'{name} must be a string')
     text = value.strip()
-    if required and not text:
+    if required and not _visible(text):
         raise ValidationError(f'{name} must not be empty')
     if len(text) > max_chars:
         raise ValidationError(f'{name} is too long: {len(text)} characters (max {max_chars})')
@@ -30,18 +42,69 @@ def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) 
     return text
 
 
+def _visible(text: str) -> bool:
+    """Return True when some character is neither whitespace nor invisible (BOM, ZWSP...)."""
+    return any(not ch.isspace() and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES
+               for ch in text)
+
+
+def check_searchable(name: str, text: str) -> str:
+    """
+    Refuse text that no query can find: no letter or digit the index keeps (emoji only).
+
+    The BM25 index drops symbols and the embedder cannot read them, so such a memory would be
+    stored and never recalled; an error now beats a silent loss later.
+    """
+    if textmod.fts_query(text) is None:
+        raise ValidationError(f'{name} has nothing searchable: it needs at least one word or '
+                              f'number (symbols and emoji alone cannot be recalled)')
+    return text
+
+
 def check_id(name: str, value: Any) -> int:
     """Return a positive integer id or raise ValidationError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= SQLITE_INT_MAX:
         raise ValidationError(f'{name} must be a positive integer, got {value!r}')
     return value
 
 
 def check_finite(name: str, value: Any) -> float:
-    """Return ``value`` as float when it is a finite number."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """Return ``value`` as float when it is a finite number (an int too large for one is not)."""
+    try:
+        valid = not isinstance(value, bool) and isinstance(value, (int, float)) \
+            and math.isfinite(value)
+    except OverflowError:
+        valid = False
+    if not valid:
         raise ValidationError(f'{name} must be a finite number, got {value!r}')
     return float(value)
+
+
+def check_range(name: str, value: Any, low: float, high: float) -> float:
+    """Return ``value`` as float when it is a finite number in [low, high]."""
+    number = check_finite(name, value)
+    if not low <= number <= high:
+        raise ValidationError(f'{name} must be between {low:g} and {high:g}, got {value!r}')
+    return number
+
+
+def check_timestamp(name: str, value: Any) -> float:
+    """Return epoch seconds in [0, 2038-01-19] (what builtin_interfaces/Time can carry)."""
+    return check_range(name, value, 0.0, TIMESTAMP_MAX)
+
+
+def check_count(name: str, value: Any, minimum: int = 0) -> int:
+    """Return an integer in [minimum, 2**63 - 1] (what an SQLite INTEGER holds)."""
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or not minimum <= value <= SQLITE_INT_MAX:
+        raise ValidationError(f'{name} must be an integer between {minimum} and '
+                              f'{SQLITE_INT_MAX}, got {value!r}')
+    return value
+
+
+def plausible_stamp(stamp: float, now: float, max_future: float) -> bool:
+    """Return True when a perception stamp lies between 2000-01-01 and now + max_future."""
+    return PLAUSIBLE_STAMP_MIN <= stamp <= min(now + max_future, TIMESTAMP_MAX)
 
 
 def check_encodable(name: str, text: str) -> None:

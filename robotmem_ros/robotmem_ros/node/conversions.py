@@ -18,12 +18,20 @@ from robotmem_ros.engine.types import (EndSessionResult, LearnResult, MemoryReco
                                        PerceptionInput, RecallResult)
 
 _NS = 1_000_000_000
+_SEC_MAX = 2**31 - 1  # Time.sec is int32
 
 
 def to_time(epoch: float | None) -> Time:
-    """Epoch seconds -> Time; None (never happened) -> zero time."""
+    """
+    Epoch seconds -> Time; None (never happened) -> zero time.
+
+    Never raises: a stored time beyond what Time holds (only a store written before import
+    validated timestamps can have one) becomes the latest Time instead of failing the call.
+    """
     if epoch is None or not math.isfinite(epoch) or epoch <= 0:
         return Time()
+    if epoch >= _SEC_MAX:
+        return Time(sec=_SEC_MAX, nanosec=0)
     ns = round(epoch * _NS)
     return Time(sec=ns // _NS, nanosec=ns % _NS)
 

@@ -25,6 +25,7 @@ from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception
                                Update)
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import MemoryEngine
+from robotmem_ros.engine.store_owner import StoreOwner
 from robotmem_ros.errors import RobotMemError
 from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node import conversions as conv
@@ -58,6 +59,7 @@ class MemoryNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         self._log_handler = log_bridge.install(self.get_logger())
         self._engine: MemoryEngine | None = None
+        self._owner: StoreOwner | None = None
         self._ingest: PerceptionIngest | None = None
         self._receiver: PerceptionReceiver | None = None
         self._fleet: Any = None
@@ -77,7 +79,8 @@ class MemoryNode(Node):
             self, self._ingest.counters, str(config.resolved_db_path()),
             lambda: self._config.perception_max_buffer, config.embed_device)
         self._answered = AnsweredRequests(config.resend_window_s, config.resend_window_max)
-        self._engine = MemoryEngine.open(config)
+        self._owner = StoreOwner(config.resolved_db_path(), self.get_fully_qualified_name())
+        self._engine = MemoryEngine.open(config, on_lock_wait=self._on_lock_wait)
         self.add_on_set_parameters_callback(
             make_set_callback(lambda: self._config, self._apply_config))
 
@@ -133,6 +136,15 @@ class MemoryNode(Node):
         self.get_logger().error(error)
         failed = FleetStatus(robot_id=config.fleet_robot_id, error=error)
         self._status.attach_fleet(lambda: failed)
+
+    def _on_lock_wait(self, holder: str) -> None:
+        """Report, once per holder, that the store's write lock keeps this node from starting."""
+        message = f'waiting for the store lock held by {holder}'
+        if message != self._status.message:
+            self.get_logger().warning(
+                f'{message} (giving up after store_lock_timeout = '
+                f'{self.get_parameter("store_lock_timeout").value:g} s)')
+        self._status.set_message(message)
 
     @property
     def _config(self) -> MemoryConfig:
@@ -259,6 +271,9 @@ class MemoryNode(Node):
         if self._engine is not None:
             self._engine.close()
             self._engine = None
+        if self._owner is not None:
+            self._owner.release()
+            self._owner = None
         log_bridge.uninstall(self._log_handler)
 
     def stop_receiving(self) -> None:

@@ -29,9 +29,11 @@ FLEET_FIELDS = ('connected', 'outbox', 'outbox_full', 'last_push', 'last_pull', 
 
 
 def build_status(ready: bool, store: EngineStatus | None, counters: IngestCounters,
-                 db_path: str, fleet: FleetStatus | None = None) -> NodeStatus:
+                 db_path: str, message: str = '', fleet: FleetStatus | None = None
+                 ) -> NodeStatus:
     """Assemble the NodeStatus message (store may be None before the engine opened)."""
-    msg = NodeStatus(ready=ready, db_path=db_path, perception_received=counters.received,
+    msg = NodeStatus(ready=ready, message='' if ready else message, db_path=db_path,
+                     perception_received=counters.received,
                      perception_written=counters.written, perception_dropped=counters.dropped,
                      perception_failed=counters.failed)
     if store is not None:
@@ -58,6 +60,7 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
                       max_buffer: int, requested_device: str) -> list[DiagnosticStatus]:
     """One DiagnosticStatus each for the store, the embedder and the perception stream."""
     hw = store.db_path if store is not None else ''
+    stamps_replaced = store.stamps_replaced if store is not None else 0
     if store is None or store_error:
         store_diag = _status('robotmem: store', DiagnosticStatus.ERROR,
                              store_error or 'store not open', hw)
@@ -90,7 +93,8 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
                           received=counters.received, written=counters.written,
                           dropped=counters.dropped, failed=counters.failed,
                           seq_gaps=counters.seq_gaps, backlog=counters.backlog,
-                          max_buffer=max_buffer, batches=counters.batches)
+                          max_buffer=max_buffer, batches=counters.batches,
+                          stamps_replaced=stamps_replaced)
     return [store_diag, embed_diag, stream_diag]
 
 
@@ -128,6 +132,7 @@ class StatusReporter:
         self._store_status: Callable[[], EngineStatus] | None = None
         self._store: EngineStatus | None = None
         self._store_error = ''
+        self._message = ''
         self._dirty = True
         self._last: NodeStatus | None = None
         self._fleet_status: Callable[[], FleetStatus] | None = None
@@ -151,6 +156,17 @@ class StatusReporter:
         self.mark_dirty()
         self.publish(force=True)
 
+    @property
+    def message(self) -> str:
+        """Return what the node reported it waits for ('' when nothing)."""
+        return self._message
+
+    def set_message(self, message: str) -> None:
+        """Say what the node waits for before it is ready (published at once when new)."""
+        if message != self._message:
+            self._message = message
+            self.publish()
+
     def mark_dirty(self) -> None:
         """Note that the store changed; the next publish re-reads its status."""
         self._dirty = True
@@ -170,7 +186,8 @@ class StatusReporter:
         with self._lock:
             self._refresh_store()
             msg = build_status(self._store_status is not None and not self._store_error,
-                               self._store, self._counters(), self._db_path, self._fleet())
+                               self._store, self._counters(), self._db_path, self._message,
+                               self._fleet())
             if force or msg != self._last:
                 self._status_pub.publish(msg)
                 self._last = msg
