@@ -7,9 +7,15 @@ tuned on) has a known relation; the expected outcome is
 same → SKIP, refines → MERGE into the old fact, contradicts → DELETE the old fact and CREATE,
 unrelated → CREATE. The pairs are run twice: in their own (knowledge) category, where those
 expectations hold, and as events, where history rules apply (only SKIP or CREATE, never a
-rewrite of a record). Prints a table and writes bench/results/decision_accuracy.json.
+rewrite of a record).
 
-Run: ``python bench/decision_accuracy.py [--show-errors]``
+Two sets nobody here tuned the pairs of: ``decision_update_kinds.tsv`` — one correct update per
+kind (a number, a state, a location, a negation, a key: value, a value with a reason, a pose, a
+named setting), each must supersede; and every pair of consecutive turns of one speaker in the
+LoCoMo conversations (``--eval``), stored as users store them (``Speaker: text``), each must be
+kept (no SKIP, MERGE or DELETE). Prints tables and writes bench/results/decision_accuracy.json.
+
+Run: ``python bench/decision_accuracy.py [--eval ../shared/eval] [--show-errors]``
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ import pathlib
 import sys
 import time
 
+from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.decision import Candidate, Existing, RuleDecider
 
 ROOT = pathlib.Path(__file__).resolve().parent
 PAIRS = ROOT / 'data' / 'decision_pairs.tsv'
 HELDOUT = ROOT / 'data' / 'decision_pairs_heldout.tsv'
+UPDATE_KINDS = ROOT / 'data' / 'decision_update_kinds.tsv'
+DEFAULT_EVAL = ROOT.parent.parent / 'shared' / 'eval'
 RESULT = ROOT / 'results' / 'decision_accuracy.json'
 RELATIONS = ('same', 'refines', 'contradicts', 'unrelated')
 EXPECTED = {'same': 'SKIP', 'refines': 'MERGE', 'contradicts': 'DELETE+CREATE',
@@ -41,6 +50,45 @@ def load_pairs(path: pathlib.Path) -> list[tuple[str, str, str, str]]:
     with path.open(encoding='utf-8') as f:
         rows = [r for r in csv.reader(f, delimiter='\t') if r and not r[0].startswith('#')]
     return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+
+def load_update_kinds(path: pathlib.Path) -> list[tuple[str, str, str]]:
+    """Return (kind, old, new) rows."""
+    with path.open(encoding='utf-8') as f:
+        return [(r[0], r[1], r[2]) for r in csv.reader(f, delimiter='\t')
+                if r and not r[0].startswith('#')]
+
+
+def locomo_pairs(eval_dir: pathlib.Path) -> list[tuple[str, str]]:
+    """(older turn, newer turn) of each speaker, consecutive within a conversation session."""
+    path = eval_dir / 'locomo' / 'turns.jsonl'
+    if not path.exists():
+        return []
+    last: dict[tuple[str, str, str], str] = {}
+    pairs = []
+    with path.open(encoding='utf-8') as f:
+        for line in f:
+            row = json.loads(line)
+            key = (row['sample_id'], str(row['session']), row['speaker'])
+            text = f'{row["speaker"]}: {row["text"]}'
+            if key in last:
+                pairs.append((last[key], text))
+            last[key] = text
+    return pairs
+
+
+def kept_or_superseded(pairs, category: str) -> tuple[collections.Counter, list[dict]]:
+    """Outcome labels of (old, new) pairs in ``category``, and the pairs themselves."""
+    decider = RuleDecider()
+    counts: collections.Counter = collections.Counter()
+    decided = []
+    for old, new in pairs:
+        outcome = decider.decide(Candidate(new, category, {}, NEW_TIME),
+                                 [Existing(OLD_ID, old, category, {}, OLD_TIME, 0.9)])
+        got = label(outcome)
+        counts[got] += 1
+        decided.append({'old': old, 'new': new, 'got': got, 'reason': outcome.reason})
+    return counts, decided
 
 
 def label(outcome) -> str:
@@ -108,8 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--pairs', type=pathlib.Path, default=PAIRS)
     parser.add_argument('--heldout', type=pathlib.Path, default=HELDOUT)
     parser.add_argument('--out', type=pathlib.Path, default=RESULT)
+    parser.add_argument('--updates', type=pathlib.Path, default=UPDATE_KINDS)
+    parser.add_argument('--eval', type=pathlib.Path, default=DEFAULT_EVAL)
     parser.add_argument('--show-errors', action='store_true')
     args = parser.parse_args(argv)
+    textmod.tokenize('预热')  # load the segmenter's dictionary outside the timed runs
     pairs = load_pairs(args.pairs)
     heldout_pairs = load_pairs(args.heldout)
     knowledge = run(pairs, None, EXPECTED)
@@ -122,6 +173,19 @@ def main(argv: list[str] | None = None) -> int:
                           *history[:3], EXPECTED_HISTORY)))
     print()
     print('\n'.join(table('rule decider, held-out pairs (knowledge)', *heldout[:3], EXPECTED)))
+    kinds = load_update_kinds(args.updates)
+    update_counts, updates = kept_or_superseded([(o, n) for _, o, n in kinds], 'observation')
+    for (kind, _, _), decided in zip(kinds, updates):
+        decided['kind'] = kind
+    superseded = sum(d['got'] == 'DELETE+CREATE' for d in updates)
+    print(f'\ncorrect updates superseded: {superseded} of {len(kinds)} kinds')
+    for d in updates:
+        print(f'  {d["kind"]:<28} {d["got"]:<14} {d["reason"]}')
+    turns = locomo_pairs(args.eval)
+    turn_counts, turn_decided = kept_or_superseded(turns, 'observation')
+    kept = turn_counts['CREATE']
+    print(f'LoCoMo consecutive same-speaker turns (Speaker: text): {kept} of {len(turns)} kept; '
+          f'outcomes {dict(turn_counts)}')
     print(f'\n{knowledge[4] * 1e6:.1f} us per decision')
     if args.show_errors:
         for e in knowledge[3] + heldout[3]:
@@ -136,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         'heldout_file': str(args.heldout.relative_to(ROOT.parent)),
         'heldout_pairs': len(heldout_pairs),
         'heldout': summary(*heldout[:3], heldout[4]),
+        'update_kinds_file': str(args.updates.relative_to(ROOT.parent)),
+        'update_kinds': {'n': len(kinds), 'superseded': superseded, 'outcomes': updates},
+        'locomo_turn_pairs': {'n': len(turns), 'kept': kept, 'outcomes': dict(turn_counts),
+                              'not_kept': [d for d in turn_decided if d['got'] != 'CREATE']},
         'knowledge_errors': knowledge[3],
         'heldout_errors': heldout[3],
     }

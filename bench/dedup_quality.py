@@ -2,14 +2,19 @@
 How well the write-time dedup layers tell "same fact" from "different fact" on labelled pairs.
 
 For each pair: the Jaccard layer's similarity (``text.jaccard_tokens``), the cosine layer's (the
-configured embedder; only where the model can read both texts, as in the engine), their
-conflict-aware forms (keys ``*_number_aware``: pairs that mention different numbers or differ in
-polarity — a negation or an opposite word — score 0 / -1, as ``text.facts_conflict`` makes the
-engine do), and the engine's full "is duplicate?" decision (exact → Jaccard → cosine,
-conflict-aware, thresholds from
-``MemoryConfig`` defaults). Printed per set: ROC-AUC per layer, precision / recall / F1 at the
-configured thresholds, and the threshold that reaches precision >= 0.95, picked on the tune split
-(train / dev / valid) and scored on the test split.
+configured embedder; only where the model can read both texts, as in the engine), their guarded
+forms (keys ``*_guarded``: pairs that ``judgment.difference`` keeps apart — a number, a
+negation, an opposite word, an object, an attribute, a place, swapped roles — score 0 / -1, as
+the engine does), and the engine's full "is duplicate?" decision (exact → Jaccard → cosine,
+guarded, thresholds from ``MemoryConfig`` defaults). Printed per set: ROC-AUC per layer,
+precision / recall / F1 at the configured thresholds, and the threshold that reaches precision
+>= 0.95, picked on the tune split (train / dev / valid) and scored on the test split.
+
+Alternatives for the guard are scored side by side at the configured thresholds: none
+(similarity only), the number/negation/opposite-word check alone (the guard before issue 12),
+the content-word alignment rules (shipped), and the rules plus the embedder on the differing
+spans. ``robot_pairs`` (human paraphrases of one robot task, minimal edits that change the goal,
+other tasks of the scene) also gets accuracy per kind of pair.
 
     python bench/dedup_quality.py                      # all default sets from --eval
     python bench/dedup_quality.py --pairs my.csv --split test --model use-multilingual-int8
@@ -30,6 +35,7 @@ import numpy as np
 from precomputed import embed_cached
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.embedding import load_embedder
+from robotmem_ros.engine import judgment
 from robotmem_ros.engine import text as textmod
 
 # name: (file under --eval, dataset column filter, test split, tune split)
@@ -40,7 +46,9 @@ SETS = {
     'bq': ('zh_pairs/zh_pairs.csv', 'BQ', 'test', 'valid'),
     'atec': ('zh_pairs/zh_pairs.csv', 'ATEC', 'test', 'valid'),
     'pawsx_zh': ('zh_pairs/zh_pairs.csv', 'PAWSX', 'test', 'valid'),
+    'robot_pairs': ('robot_pairs/robot_pairs_dev.csv', '', '', ''),
 }
+GUARDS = ('none', 'conflict_only', 'rules', 'rules_span')
 SCORE_DUP, SCORE_NOT = 4.0, 2.0
 GRID = [round(x, 2) for x in np.linspace(0.0, 1.0, 101)]
 PRECISION_TARGET = 0.95
@@ -55,18 +63,21 @@ def load_pairs(path: pathlib.Path, split: str, dataset: str = '', limit: int = 0
                 and (not dataset or r.get('dataset', dataset) == dataset)]
     key = 'score' if rows and 'score' in rows[0] else 'label'
     graded = key == 'score' or any(float(r[key]) > 1 for r in rows)
-    pairs, labels, dropped = [], [], 0
+    pairs, labels, kinds, dropped = [], [], [], 0
     for row in rows:
         value = float(row[key])
         if graded and SCORE_NOT < value < SCORE_DUP:
             dropped += 1
             continue
-        pairs.append((row['sentence1'], row['sentence2']))
+        pairs.append((row.get('sentence1', row.get('text_a')),
+                      row.get('sentence2', row.get('text_b'))))
         labels.append(int(value >= SCORE_DUP) if graded else int(value))
+        kinds.append(row.get('kind', ''))
     if limit and len(pairs) > limit:
         keep = sorted(random.Random(seed).sample(range(len(pairs)), limit))
         pairs, labels = [pairs[i] for i in keep], [labels[i] for i in keep]
-    return pairs, np.array(labels, dtype=np.int64), dropped
+        kinds = [kinds[i] for i in keep]
+    return pairs, np.array(labels, dtype=np.int64), dropped, kinds
 
 
 class PairScorer:
@@ -78,14 +89,17 @@ class PairScorer:
         self.use_cache = use_cache
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
-        """Arrays over the pairs: jaccard, cosine (nan when unreadable), conflict, exact."""
+        """Arrays over the pairs: jaccard, cosine (nan when unreadable), guards, exact."""
         jac = np.array([textmod.jaccard(textmod.jaccard_tokens(a), textmod.jaccard_tokens(b))
                         for a, b in pairs])
-        conflict = np.array([textmod.facts_conflict(a, b) for a, b in pairs])
-        polarity = np.array([textmod.polarity_conflict(a, b) for a, b in pairs])
+        feats = [(judgment.features(a), judgment.features(b)) for a, b in pairs]
+        conflict = np.array([bool(judgment.conflict(fa, fb)) for fa, fb in feats])
+        distinct = np.array([bool(judgment.difference(fa, fb)) for fa, fb in feats])
         exact = np.array([textmod.content_hash(a) == textmod.content_hash(b) for a, b in pairs])
-        numbers = np.array([bool(textmod.numbers_of(a)) for a, _ in pairs])
+        measures = np.array([bool(fa.measures) and fa.measures == fb.measures
+                             for fa, fb in feats])
         cos = np.full(len(pairs), np.nan)
+        span = distinct.copy()
         if self.embedder is not None:
             texts = sorted({t for pair in pairs for t in pair})
             readable = [t for t in texts
@@ -95,9 +109,16 @@ class PairScorer:
             for i, (a, b) in enumerate(pairs):
                 if a in vectors and b in vectors:
                     cos[i] = float(np.dot(vectors[a], vectors[b]))
-        return {'jaccard': jac, 'cosine': cos, 'conflict': conflict, 'polarity': polarity,
-                'exact': exact,
-                'same_numbers': numbers & ~conflict}
+            span = np.array([bool(judgment.difference(fa, fb, self.span_similarity))
+                             for fa, fb in feats])
+        return {'jaccard': jac, 'cosine': cos, 'conflict': conflict, 'distinct': distinct,
+                'distinct_span': span, 'exact': exact,
+                'same_numbers': measures & ~conflict & ~distinct}
+
+    def span_similarity(self, a: str, b: str) -> float:
+        """Cosine of two differing spans (the 'rules_span' alternative)."""
+        vectors = self.embedder.embed([a, b])
+        return float(np.dot(vectors[0], vectors[1]))
 
 
 def layer_scores(s: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -105,19 +126,20 @@ def layer_scores(s: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.nda
     readable = ~np.isnan(s['cosine'])
     everyone = np.ones(len(s['jaccard']), dtype=bool)
     return {'jaccard': (s['jaccard'], everyone),
-            'jaccard_number_aware': (np.where(s['conflict'], 0.0, s['jaccard']), everyone),
+            'jaccard_guarded': (np.where(s['distinct'], 0.0, s['jaccard']), everyone),
             'cosine': (np.nan_to_num(s['cosine'], nan=-1.0), readable),
-            'cosine_number_aware': (np.where(s['conflict'], -1.0,
-                                             np.nan_to_num(s['cosine'], nan=-1.0)), readable),
+            'cosine_guarded': (np.where(s['distinct'], -1.0,
+                                        np.nan_to_num(s['cosine'], nan=-1.0)), readable),
             # consolidation's relaxed rule applies to pairs that mention the same numbers
             'cosine_same_numbers': (np.nan_to_num(s['cosine'], nan=-1.0),
                                     readable & s['same_numbers'])}
 
 
 def decide(s: dict[str, np.ndarray], jaccard_threshold: float,
-           cosine_threshold: float | None) -> dict[str, np.ndarray]:
+           cosine_threshold: float | None, guard: str = 'rules') -> dict[str, np.ndarray]:
     """Return the engine's decisions per layer and for the pipeline exact → Jaccard → cosine."""
-    ok = ~s['conflict']
+    ok = {'none': np.ones_like(s['distinct']), 'conflict_only': ~s['conflict'],
+          'rules': ~s['distinct'], 'rules_span': ~s['distinct_span']}[guard]
     jac = ok & (s['jaccard'] > jaccard_threshold)
     readable = ~np.isnan(s['cosine'])
     cos = (ok & readable & (np.nan_to_num(s['cosine'], nan=-1.0) >= cosine_threshold)
@@ -132,24 +154,35 @@ def engine_jaccard_value(threshold_ge: float | None) -> float | None:
     return math.floor((threshold_ge - 1e-9) * 100) / 100
 
 
+def per_kind(full: np.ndarray, labels: np.ndarray, kinds: Sequence[str]) -> dict[str, Any]:
+    """Accuracy of the full decision per kind of pair (robot_pairs: paraphrase, edit, ...)."""
+    out = {}
+    for kind in sorted(set(kinds)):
+        mask = np.array([k == kind for k in kinds])
+        correct = full[mask] == labels[mask].astype(bool)
+        out[kind] = {'pairs': int(mask.sum()), 'accuracy': float(correct.mean()),
+                     'judged_duplicate': int(full[mask].sum())}
+    return out
+
+
 def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
                  ) -> dict[str, Any]:
     """All metrics of one pair set."""
     cfg = scorer.config
-    pairs, labels, dropped = test
+    pairs, labels, dropped, kinds = test
     s = scorer.score(pairs)
     out: dict[str, Any] = {'pairs': len(pairs), 'duplicates': int(labels.sum()),
                            'dropped_middle_scores': dropped,
                            'readable_share': float((~np.isnan(s['cosine'])).mean()),
                            'conflicts': int(s['conflict'].sum()),
-                           'polarity_conflicts': int(s['polarity'].sum()),
+                           'kept_apart_by_guard': int(s['distinct'].sum()),
                            'same_numbers': int(s['same_numbers'].sum()), 'layers': {},
                            'hist': {}, 'pr': {}}
     tuned: dict[str, float | None] = {}
     if tune is not None:
-        t_pairs, t_labels, _ = tune
+        t_pairs, t_labels = tune[0], tune[1]
         t_layers = layer_scores(scorer.score(t_pairs))
-        for layer in ('jaccard_number_aware', 'cosine_number_aware'):
+        for layer in ('jaccard_guarded', 'cosine_guarded'):
             scores, mask = t_layers[layer]
             tuned[layer] = metrics.threshold_for_precision(scores[mask], t_labels[mask],
                                                            PRECISION_TARGET)
@@ -160,7 +193,7 @@ def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
         entry['threshold_p95_on_test'] = metrics.threshold_for_precision(
             scores[mask], labels[mask], PRECISION_TARGET)
         out['layers'][layer] = entry
-        if layer.endswith(('number_aware', 'same_numbers')):
+        if layer.endswith(('guarded', 'same_numbers')):
             out['pr'][layer] = metrics.pr_curve(scores[mask], labels[mask], GRID)
     for layer in ('jaccard', 'cosine'):
         scores, mask = layer_scores(s)[layer]
@@ -169,9 +202,14 @@ def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
     out['config'] = {'dedup_jaccard_threshold': cfg.dedup_jaccard_threshold,
                      'dedup_cosine_threshold': cfg.dedup_cosine_threshold}
     out['at_config'] = {k: metrics.prf(v, labels) for k, v in at_config.items()}
+    out['guards'] = {g: metrics.prf(decide(s, cfg.dedup_jaccard_threshold,
+                                           cfg.dedup_cosine_threshold, g)['full'], labels)
+                     for g in GUARDS}
+    if any(kinds):
+        out['per_kind'] = per_kind(at_config['full'], labels, kinds)
     if tune is not None:
-        jac_value = engine_jaccard_value(tuned['jaccard_number_aware'])
-        cos_value = tuned['cosine_number_aware']
+        jac_value = engine_jaccard_value(tuned['jaccard_guarded'])
+        cos_value = tuned['cosine_guarded']
         out['tuned'] = {'dedup_jaccard_threshold': jac_value, 'dedup_cosine_threshold': cos_value,
                         'precision_target': PRECISION_TARGET}
         at_tuned = decide(s, jac_value if jac_value is not None else 1.0, cos_value)
@@ -181,11 +219,21 @@ def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
 
 def report(model: str, sets: dict[str, Any]) -> None:
     """Print the tables."""
+    print_table('guard alternatives: full pipeline at the configured thresholds (P / R)',
+                ['set'] + [f'{g} P' for g in GUARDS] + [f'{g} R' for g in GUARDS],
+                [[n] + [r['guards'][g]['precision'] for g in GUARDS]
+                 + [r['guards'][g]['recall'] for g in GUARDS] for n, r in sets.items()])
+    kinds = [(n, k, v) for n, r in sets.items() for k, v in r.get('per_kind', {}).items()]
+    if kinds:
+        print_table('accuracy per kind of pair (full pipeline, configured thresholds)',
+                    ['set', 'kind', 'pairs', 'accuracy', 'judged duplicate'],
+                    [[n, k, v['pairs'], v['accuracy'], v['judged_duplicate']]
+                     for n, k, v in kinds])
     print_table(f'dedup quality ({model}): ROC-AUC per layer (cosine only over readable pairs)',
                 ['set', 'pairs', 'dup', 'jaccard', 'jac+num', 'cosine', 'cos+num', 'readable'],
                 [[n, r['pairs'], r['duplicates'], r['layers']['jaccard']['auc'],
-                  r['layers']['jaccard_number_aware']['auc'], r['layers']['cosine']['auc'],
-                  r['layers']['cosine_number_aware']['auc'], r['readable_share']]
+                  r['layers']['jaccard_guarded']['auc'], r['layers']['cosine']['auc'],
+                  r['layers']['cosine_guarded']['auc'], r['readable_share']]
                  for n, r in sets.items()])
     rows = []
     for n, r in sets.items():
@@ -203,8 +251,8 @@ def report(model: str, sets: dict[str, Any]) -> None:
                  'cos+num on test'],
                 [[n, r.get('tuned', {}).get('dedup_jaccard_threshold'),
                   r.get('tuned', {}).get('dedup_cosine_threshold'),
-                  r['layers']['jaccard_number_aware']['threshold_p95_on_test'],
-                  r['layers']['cosine_number_aware']['threshold_p95_on_test']]
+                  r['layers']['jaccard_guarded']['threshold_p95_on_test'],
+                  r['layers']['cosine_guarded']['threshold_p95_on_test']]
                  for n, r in sets.items()])
 
 

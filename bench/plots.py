@@ -20,8 +20,8 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402,I100 - the backend must be chosen first
 
 LAYER_LABEL = {'jaccard': 'Jaccard', 'cosine': 'cosine',
-               'jaccard_number_aware': 'Jaccard (conflict-aware)',
-               'cosine_number_aware': 'cosine (conflict-aware)',
+               'jaccard_guarded': 'Jaccard (guarded)',
+               'cosine_guarded': 'cosine (guarded)',
                'cosine_same_numbers': 'cosine, same numbers only'}
 CONFIG_KEY = {'jaccard': 'dedup_jaccard_threshold', 'cosine': 'dedup_cosine_threshold'}
 
@@ -79,7 +79,7 @@ def dedup_hist_plot(doc: dict[str, Any], out: pathlib.Path,
                    align='edge', alpha=0.5, label='duplicate')
             ax.axvline(result['config'][CONFIG_KEY[layer]], color='k', ls=':',
                        label='shipped default')
-            if layer in chosen:
+            if chosen.get(layer) is not None:  # None: no threshold reached the target
                 ax.axvline(chosen[layer], color='r', label='recommended')
             ax.set_title(f'{name}: {LAYER_LABEL[layer]}', fontsize=9)
             ax.tick_params(labelsize=7)
@@ -91,7 +91,7 @@ def dedup_hist_plot(doc: dict[str, Any], out: pathlib.Path,
 
 
 def dedup_pr_plot(doc: dict[str, Any], out: pathlib.Path) -> pathlib.Path:
-    """Precision-recall curves of the conflict-aware layers (numbers, polarity) per set."""
+    """Precision-recall curves of the guarded layers (judgment.difference) per set."""
     sets = doc['sets']
     cols = 3
     rows = (len(sets) + cols - 1) // cols
@@ -173,6 +173,10 @@ def render(results: pathlib.Path) -> list[pathlib.Path]:
     for path in sorted(results.glob('dedup_*.json')):
         doc = json.loads(path.read_text())
         if 'sets' not in doc:
+            continue
+        if not all('guards' in r for r in doc['sets'].values()):
+            print(f'{path.name}: written before the judgment guard (issue 12), skipped; '
+                  'rerun bench/dedup_quality.py for this model')
             continue
         written.append(dedup_hist_plot(doc, results / f'{path.stem}_hist.png',
                                        chosen_thresholds(results, doc['model'])))

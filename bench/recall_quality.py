@@ -1,16 +1,20 @@
 """
 Retrieval quality of recall on labelled collections: R@1/5/10 and MRR@10 per channel mix.
 
-Documents are stored with ``engine.learn`` (dedup on, as on a robot; vectors are batch-computed
+Documents are stored with ``engine.learn`` with default parameters (dedup and the rule decider
+on, as on a robot; the node's Learn service calls the same method; vectors are batch-computed
 beforehand with the same model, so only the embedding call is skipped) and every query is
 recalled three ways: hybrid (BM25 + vector, RRF), bm25_only and vector_only. Dedup may fold a
 document into an earlier, near-identical one; the folded document then counts as found when its
-keeper is returned, and the number folded is reported.
+keeper is returned. Reported per corpus: how many learned documents end up hidden — superseded
+or merged by the decision layer, or folded by a dedup layer other than "exact" — as a share of
+the documents (LoCoMo target: <= 1 %), and exact repeats apart.
 
 Formats: Cranfield-style (docs.jsonl doc_id/text, queries.jsonl qid/text, qrels.csv qid/doc_id)
-and LoCoMo (turns.jsonl with sample_id/dia_id/speaker/text stored as 'speaker said "text"', one
-collection per conversation; qa.jsonl questions; qrels.csv qid/sample_id/dia_id; category 5 is
-adversarial and reported apart).
+and LoCoMo (turns.jsonl with sample_id/dia_id/speaker/text, one collection per conversation;
+qa.jsonl questions; qrels.csv qid/sample_id/dia_id; category 5 is adversarial and reported
+apart). A LoCoMo turn is stored as users store a conversation, ``Speaker: text`` — the input is
+never reshaped to suit the engine.
 
     python bench/recall_quality.py                       # Cranfield and LoCoMo from --eval
     python bench/recall_quality.py --docs D --queries Q --qrels R [--limit 100]
@@ -55,13 +59,8 @@ def _jsonl(path: pathlib.Path) -> list[dict]:
 
 
 def turn_text(speaker: str, text: str) -> str:
-    """
-    Store a dialogue turn with its speaker, who is often named in the questions.
-
-    Not "Speaker: text": the decision layer reads the part before ':' as the fact's facet, so
-    every turn of a speaker would supersede the speaker's previous turn.
-    """
-    return f'{speaker} said "{text}"'
+    """A dialogue turn as a user stores it: ``Speaker: text``."""
+    return f'{speaker}: {text}'
 
 
 def load_corpus(docs: pathlib.Path, queries: pathlib.Path, qrels: pathlib.Path,
@@ -86,18 +85,41 @@ def load_corpus(docs: pathlib.Path, queries: pathlib.Path, qrels: pathlib.Path,
     return corpus
 
 
-def ingest(engine: MemoryEngine, corpus: Corpus) -> tuple[dict[str, int], int, float]:
-    """Learn every document; return doc key → memory id, the number folded, seconds."""
+def ingest(engine: MemoryEngine, corpus: Corpus) -> tuple[dict[str, int], Counter, float]:
+    """Learn every document; return doc key → memory id, outcome counts, seconds."""
     memory_of: dict[str, int] = {}
-    folded = 0
+    outcomes: Counter = Counter()
     start = time.perf_counter()
     for key, collection, text in corpus.docs:
         if not text.strip():
             continue
         result = engine.learn(text, collection=collection)
         memory_of[key] = result.memory_id
-        folded += result.status == 'duplicate'
-    return memory_of, folded, time.perf_counter() - start
+        outcomes[result.status if result.status != 'duplicate'
+                 else f'duplicate_{result.method}'] += 1
+    return memory_of, outcomes, time.perf_counter() - start
+
+
+def hidden_share(engine: MemoryEngine, memory_of: dict[str, int], outcomes: Counter
+                 ) -> dict[str, Any]:
+    """
+    Learned documents that recall no longer shows as themselves.
+
+    Superseded (the decider replaced them, or end-of-session consolidation), merged into
+    another memory, or folded by a non-exact dedup layer. Exact repeats are counted apart: the
+    stored memory says the same text.
+    """
+    inactive = {row[0] for row in engine.db.reader().execute(
+        "SELECT id FROM memories WHERE status != 'active'")}
+    superseded = sum(1 for mid in set(memory_of.values()) if mid in inactive)
+    merged = outcomes['merged']
+    folded = sum(n for k, n in outcomes.items()
+                 if k.startswith('duplicate_') and k != 'duplicate_exact')
+    docs = max(1, len(memory_of))
+    hidden = superseded + merged + folded
+    return {'learned': len(memory_of), 'superseded': superseded, 'merged': merged,
+            'folded_near_duplicate': folded, 'exact_repeats': outcomes['duplicate_exact'],
+            'hidden': hidden, 'hidden_share': hidden / docs, 'outcomes': dict(outcomes)}
 
 
 def run_queries(engine: MemoryEngine, corpus: Corpus, memory_of: dict[str, int],
@@ -146,7 +168,9 @@ def evaluate(name: str, corpus: Corpus, real: Any, model: str, limit: int, seed:
         engine = MemoryEngine(MemoryConfig(db_path=f'{tmp}/recall.db', embed_model=model,
                                            decider=decider), embedder)
         try:
-            memory_of, folded, ingest_s = ingest(engine, corpus)
+            memory_of, outcomes, ingest_s = ingest(engine, corpus)
+            folded = sum(n for k, n in outcomes.items() if k.startswith('duplicate_'))
+            hidden = hidden_share(engine, memory_of, outcomes)
             shared = Counter(memory_of.values())
             folded_judged = len({k for rel in corpus.qrels.values() for k in rel
                                  if k in memory_of and shared[memory_of[k]] > 1})
@@ -163,6 +187,7 @@ def evaluate(name: str, corpus: Corpus, real: Any, model: str, limit: int, seed:
             'folded_by_dedup': folded, 'judged_docs_sharing_a_memory': folded_judged,
             'superseded_by_decider': len(inactive),
             'judged_docs_superseded': judged_inactive,
+            'hidden': hidden,
             'queries': len(queries), 'ingest_s': ingest_s,
             'collections': len({c for _, c, _ in corpus.docs}), 'modes': modes,
             'embed_misses': embedder.misses}
@@ -179,10 +204,14 @@ def report(sets: dict[str, Any]) -> None:
                              g['MRR@10']])
     print_table('recall quality (category 5 = adversarial, not in overall)',
                 ['set', 'mode', 'queries', 'n', 'R@1', 'R@5', 'R@10', 'MRR@10'], rows)
-    print_table('ingest', ['set', 'docs', 'stored', 'folded by dedup', 'superseded',
-                           'judged docs superseded', 'ingest s'],
-                [[n, r['docs'], r['stored'], r['folded_by_dedup'], r['superseded_by_decider'],
-                  r['judged_docs_superseded'], r['ingest_s']] for n, r in sets.items()])
+    print_table('ingest: learned documents hidden (superseded, merged, folded by a non-exact '
+                'dedup layer)',
+                ['set', 'docs', 'stored', 'superseded', 'merged', 'near-dup folded',
+                 'exact repeats', 'hidden share', 'judged docs superseded', 'ingest s'],
+                [[n, r['docs'], r['stored'], r['hidden']['superseded'], r['hidden']['merged'],
+                  r['hidden']['folded_near_duplicate'], r['hidden']['exact_repeats'],
+                  r['hidden']['hidden_share'], r['judged_docs_superseded'], r['ingest_s']]
+                 for n, r in sets.items()])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

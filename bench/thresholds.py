@@ -66,6 +66,10 @@ def recommend(results: pathlib.Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
         if 'sets' not in data:
             continue
+        if not all('guards' in r for r in data['sets'].values()):
+            print(f'{path.name}: written before the judgment guard (issue 12), skipped; '
+                  'rerun bench/dedup_quality.py for this model')
+            continue
         model, sets = data['model'], data['sets']
         cos_sets = EN_SETS + (ZH_SETS if 'multilingual' in model else ())
         evidence = {}
@@ -74,16 +78,16 @@ def recommend(results: pathlib.Path) -> dict[str, Any]:
             evidence[name] = {
                 'tuned_jaccard': r.get('tuned', {}).get('dedup_jaccard_threshold'),
                 'tuned_cosine': r.get('tuned', {}).get('dedup_cosine_threshold'),
-                'consolidation_jaccard_p90': curve_threshold(pr['jaccard_number_aware'],
+                'consolidation_jaccard_p90': curve_threshold(pr['jaccard_guarded'],
                                                              CONSOLIDATION_PRECISION),
-                'consolidation_cosine_p90': curve_threshold(pr['cosine_number_aware'],
+                'consolidation_cosine_p90': curve_threshold(pr['cosine_guarded'],
                                                             CONSOLIDATION_PRECISION),
                 'numeric_cosine_p90': curve_threshold(pr['cosine_same_numbers'],
                                                       CONSOLIDATION_PRECISION),
                 'precision_at_shipped_consolidation_jaccard': curve_precision(
-                    pr['jaccard_number_aware'], cfg.consolidation_threshold),
+                    pr['jaccard_guarded'], cfg.consolidation_threshold),
                 'precision_at_shipped_consolidation_cosine': curve_precision(
-                    pr['cosine_number_aware'], cfg.consolidation_cosine_threshold),
+                    pr['cosine_guarded'], cfg.consolidation_cosine_threshold),
                 'precision_at_shipped_numeric_cosine': curve_precision(
                     pr['cosine_same_numbers'], cfg.consolidation_numeric_cosine_threshold)}
         doc['evidence'][model] = evidence

@@ -78,10 +78,11 @@ class MemoryConfig:
     # --- write-time dedup --------------------------------------------------------------------
     dedup_jaccard_threshold: float = _p(0.70, 'Jaccard above which a new fact is a duplicate.',
                                         lo=0.0, hi=1.0)
-    dedup_cosine_threshold: float = _p(0.95, 'Cosine at or above which a new fact is a '
-                                       'duplicate (calibrated per model by bench).',
+    dedup_cosine_threshold: float = _p(0.80, 'Cosine at or above which a new fact is a '
+                                       'duplicate when the judgment guard finds no content '
+                                       'difference (calibrated per model by bench).',
                                        lo=0.0, hi=1.0)
-    session_cosine_threshold: float = _p(0.95, 'Cosine for duplicates within one session.',
+    session_cosine_threshold: float = _p(0.80, 'Cosine for duplicates within one session.',
                                          lo=0.0, hi=1.0)
     similar_jaccard_min: float = _p(0.40, 'Jaccard from which a fact is reported as similar.',
                                     lo=0.0, hi=1.0)

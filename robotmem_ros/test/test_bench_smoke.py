@@ -73,7 +73,7 @@ def test_dedup_results_have_auc_prf_and_curves(smoke_results):
         assert prf['tp'] + prf['fn'] == mrpc['duplicates']
     full, jac = mrpc['at_config']['full'], mrpc['at_config']['jaccard']
     assert full['tp'] >= jac['tp']  # the full pipeline flags at least what Jaccard flags
-    assert len(mrpc['pr']['jaccard_number_aware']['precision']) == 101
+    assert len(mrpc['pr']['jaccard_guarded']['precision']) == 101
     assert sum(mrpc['hist']['jaccard']['duplicate']) == mrpc['duplicates']
     assert doc['sets']['lcqmc']['readable_share'] < 0.5  # MiniLM cannot read Chinese
     multi = _load(smoke_results, 'dedup_use-multilingual-int8')
@@ -87,6 +87,9 @@ def test_recall_results_have_all_modes(smoke_results):
         result = doc['sets'][name]
         assert result['stored'] + result['folded_by_dedup'] >= result['stored'] > 0
         assert set(result['modes']) == {'hybrid', 'bm25_only', 'vector_only'}
+        hidden = result['hidden']
+        assert hidden['hidden'] == (hidden['superseded'] + hidden['merged']
+                                    + hidden['folded_near_duplicate'])
         for mode in result['modes'].values():
             overall = mode['overall']
             assert 0.0 <= overall['R@1'] <= overall['R@5'] <= overall['R@10'] <= 1.0

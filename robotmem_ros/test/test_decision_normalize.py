@@ -13,12 +13,14 @@ from robotmem_ros.engine.decision.categories import (
 from robotmem_ros.engine.decision.normalize import normalize
 from robotmem_ros.errors import ConfigError
 
-CAND = Candidate('grip force for ceramic cups is 12.5N with rubber pads', 'observation', {},
-                 2000.0)
+# The candidate updates both peers (same attribute, new value), so the guard rails let every
+# MERGE / DELETE through and these tests see the normalization rules alone.
+CAND = Candidate('grip force for ceramic cups is 14N', 'observation', {}, 2000.0)
 PEERS = [
     Existing(1, 'grip force for ceramic cups is 12.5N', 'observation', {}, 1000.0, 0.9),
-    Existing(2, 'ceramic cups are fragile', 'observation', {}, 1000.0, 0.7),
+    Existing(2, 'grip force for ceramic cups is 13N', 'observation', {}, 1000.0, 0.7),
 ]
+REPEAT = Candidate('grip force for ceramic cups is 12.5N', 'observation', {}, 2000.0)
 
 
 def run(decision, *actions, candidate=CAND, peers=PEERS):
@@ -34,7 +36,7 @@ def delete(target):
 
 
 def test_skip_carries_no_actions():
-    out = run('skip', delete(1))
+    out = run('skip', delete(2), candidate=REPEAT)
     assert out.decision == SKIP and out.actions == ()
     assert any('SKIP carries no actions' in n for n in out.notes)
 
@@ -97,7 +99,10 @@ def test_history_category_turns_merge_into_skip():
     cand = Candidate('grasp of cup_3 failed at 14:02 because the pad slipped', 'event', {}, 2.0)
     peers = [Existing(7, 'grasp of cup_3 failed at 14:02', 'event', {}, 1.0, 0.9)]
     out = run('none', merge(7), candidate=cand, peers=peers)
-    assert out.decision == SKIP and out.actions == ()
+    # MERGE -> SKIP, and the guard keeps the candidate: #7 does not already say why it failed.
+    assert out.decision == CREATE and out.actions == ()
+    assert any('MERGE -> SKIP' in n for n in out.notes)
+    assert any('SKIP refused' in n for n in out.notes)
 
 
 def test_merge_without_text_gets_merged_text_and_audit_before():
@@ -108,8 +113,7 @@ def test_merge_without_text_gets_merged_text_and_audit_before():
 
 
 def test_merge_that_adds_nothing_is_dropped_and_candidate_kept():
-    cand = Candidate('grip force for ceramic cups is 12.5N', 'observation', {}, 2.0)
-    out = run('none', Action(MERGE, 1), candidate=cand)
+    out = run('none', Action(MERGE, 1), candidate=REPEAT)
     assert out.decision == CREATE and out.actions == ()
 
 

@@ -18,9 +18,12 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 BASE_NS = 1_700_000_000 * 10**9
 STEP_NS = 50_000_000            # 20 Hz, 50 messages = 2.5 s of robot time
 SESSIONS = ('bag-episode-mug', 'bag-episode-blocks')
-MUG_FACTS = ['Grasp the red mug by the handle and lift slowly and steadily over the tray',
-             'Grasp the red mug by the handle and lift slowly and steadily near the sink',
-             'Grasp the red mug by the handle and lift slowly and steadily beside the table']
+# One fact in three wordings (lift / grab / take): pairwise Jaccard 0.67, under the learn-time
+# dedup threshold and over consolidation's. Facts that name different places (over the tray /
+# near the sink) are different facts and are never merged (issue 12).
+MUG_FACTS = ['lift the red mug by the handle slowly',
+             'grab the red mug by the handle slowly',
+             'take the red mug by the handle slowly']
 
 
 def describe(i: int) -> str:

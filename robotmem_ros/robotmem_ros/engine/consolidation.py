@@ -1,11 +1,16 @@
 """
 End-of-session consolidation (seed 000): complete-linkage clusters of a session's facts.
 
-Two facts are similar when their Jaccard exceeds ``consolidation_threshold`` or, when both are
-embedded, their cosine reaches ``consolidation_cosine_threshold`` — relaxed to
-``consolidation_numeric_cosine_threshold`` when both mention the same numeric values, a strong
-sign they describe the same parameter. Facts that differ in a number, a negation or an opposite
-word are never similar.
+The pair judgment is ``pair_similarity(a, b)``, a function of two facts, so how the pairs are
+found (all pairs of a session, or neighbours from an index) can change without changing it.
+Two facts are similar when nothing that differs between them carries content
+(``judgment.difference``) and their Jaccard exceeds ``consolidation_threshold`` or, when both
+are embedded, their cosine reaches ``consolidation_cosine_threshold``. One relaxation: facts
+that state the same measured values (``12.5N``) with no attribute, place or ordinal apart are
+similar from ``consolidation_numeric_cosine_threshold`` — the same value said of the same
+parameter in other words. Records (conversation turns, detections, events, source-prefixed
+lines) are never merged, and facts that differ in a number, a negation or an opposite word are
+never similar.
 
 Seed 000's own example (#1-#3 merge) has pairwise whitespace-Jaccard of 0, and still 0.25-0.43
 with our tokens; MiniLM-int8 cosines of the three pairs are 0.59 / 0.73 / 0.75, so the example
@@ -21,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import store
+from robotmem_ros.engine import judgment, store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.inference import CONSOLIDATION_PROTECTED
 
@@ -53,20 +58,34 @@ class Cluster:
 def similarity_fn(config: MemoryConfig) -> Callable[[Candidate, Candidate], float | None]:
     """Return sim(a, b): the similarity if the pair counts as similar, else None."""
     def sim(a: Candidate, b: Candidate) -> float | None:
-        if textmod.facts_conflict(a.content, b.content):
-            return None
-        jac = textmod.jaccard(textmod.jaccard_tokens(a.content),
-                              textmod.jaccard_tokens(b.content))
-        best = jac if jac > config.consolidation_threshold else None
-        if a.vector is not None and b.vector is not None:
-            cos = float(np.dot(a.vector, b.vector))
-            threshold = (config.consolidation_numeric_cosine_threshold
-                         if textmod.numbers_of(a.content) else
-                         config.consolidation_cosine_threshold)
-            if cos >= threshold:
-                best = max(best or 0.0, cos)
-        return best
+        return pair_similarity(a, b, config)
     return sim
+
+
+def pair_similarity(a: Candidate, b: Candidate, config: MemoryConfig) -> float | None:
+    """
+    Similarity of two session facts if consolidation may merge them, else None.
+
+    Cheapest tests first: features are cached per text, the similarity thresholds reject most
+    pairs, and only the pairs that pass them are aligned by the guard.
+    """
+    fa, fb = judgment.features(a.content), judgment.features(b.content)
+    if fa.record or fb.record:
+        return None
+    cos = (float(np.dot(a.vector, b.vector))
+           if a.vector is not None and b.vector is not None else None)
+    if (fa.measures and fa.measures == fb.measures and cos is not None
+            and cos >= config.consolidation_numeric_cosine_threshold):
+        if judgment.conflict(fa, fb) or judgment.protected_difference(fa, fb):
+            return None
+        return cos
+    jac = textmod.jaccard(fa.jaccard, fb.jaccard)
+    best = jac if jac > config.consolidation_threshold else None
+    if cos is not None and cos >= config.consolidation_cosine_threshold:
+        best = max(best or 0.0, cos)
+    if best is None or judgment.difference(fa, fb):
+        return None
+    return best
 
 
 def greedy_clusters(items: Sequence[Candidate],

@@ -2,10 +2,11 @@
 Write-time dedup pipeline (seed 000): exact → Jaccard → cosine → session.
 
 Runs on the writer connection inside the writer lock, so the check and the insert that follows
-are one atomic step. Every layer is number- and polarity-aware: texts that mention different
-numbers, or differ by a negation or an opposite word (left/right, open/closed), are never
-duplicates, whatever their overlap. Near misses — and number-conflicting look-alikes, which the
-decision layer needs to see contradictions — are collected as ``similar`` for the caller.
+are one atomic step. Every layer asks ``judgment.difference`` before it folds a fact: texts
+that differ in a number, a negation, an opposite word, an object, an attribute, a place or the
+roles of their objects are never duplicates, whatever their overlap. Near misses — and the
+look-alikes the guard kept apart, which the decision layer needs to see contradictions — are
+collected as ``similar`` for the caller.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import store
+from robotmem_ros.engine import judgment, store
 from robotmem_ros.engine import text as textmod
 
 JACCARD_CANDIDATES = 5
@@ -109,10 +110,10 @@ def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str,
 def _judge(verdict: DedupVerdict, content: str, scored: list[tuple[int, float]],
            contents: dict[int, str], is_duplicate: Callable[[float], bool],
            similar_min: float, method: str) -> bool:
-    """Record the first conflict-free duplicate in ``verdict``; note near misses on the way."""
+    """Record the first duplicate the guard lets through; note near misses on the way."""
     for memory_id, similarity in scored:
         other = contents[memory_id]
-        if is_duplicate(similarity) and not textmod.facts_conflict(content, other):
+        if is_duplicate(similarity) and judgment.same_fact(content, other):
             verdict.method, verdict.existing_id, verdict.similarity = (
                 method, memory_id, similarity)
             return True

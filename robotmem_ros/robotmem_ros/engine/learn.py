@@ -128,13 +128,14 @@ class Learner:
         inferred = dict(fact.labels.inferred)
         if outcome is not None:
             inferred['decision'] = outcome.to_dict()
+            similar = _with_withheld(conn, similar, outcome.withheld, peers)
         if outcome is not None and outcome.decision == SKIP and outcome.actions == ():
-            best = sorted(peers, key=lambda e: -e.similarity)
-            target = _first_active(conn, [e.id for e in best]) or 0
+            target = _first_active(conn, [outcome.repeats]) or 0
             if target:
                 _reinforce(conn, target, f'decider {outcome.decider}: {outcome.reason}', now)
-                return LearnResult(target, 'duplicate', 'decider', target, best[0].similarity,
-                                   similar, inferred)
+                score = next(e.similarity for e in peers if e.id == target)
+                return LearnResult(target, 'duplicate', 'decider', target, score, similar,
+                                   inferred)
         merges = [a for a in (outcome.actions if outcome else ()) if a.kind == MERGE]
         applied = [a for a in merges if self._merge(conn, a, outcome, merged_vectors, now)]
         if applied:
@@ -211,6 +212,14 @@ def _similar_records(conn: Any, similar: dict[int, float]) -> list[MemoryRecord]
     for record in records.values():
         record.rrf_score = similar[record.id]
     return sorted(records.values(), key=lambda r: (-r.rrf_score, r.id))
+
+
+def _with_withheld(conn: Any, similar: list[MemoryRecord], withheld: tuple[int, ...],
+                   peers: list[Existing]) -> list[MemoryRecord]:
+    """Add the memories the guard kept from being rewritten: the caller decides about them."""
+    scores = {e.id: e.similarity for e in peers if e.id in withheld}
+    missing = {i: s for i, s in scores.items() if i not in {r.id for r in similar}}
+    return similar + _similar_records(conn, missing) if missing else similar
 
 
 def _reinforce(conn: Any, memory_id: int, why: str, now: float) -> None:

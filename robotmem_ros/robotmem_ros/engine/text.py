@@ -139,17 +139,13 @@ def fts_query(text: str) -> str | None:
 
 def numbers_of(text: str) -> frozenset[float]:
     """Numeric values mentioned in ``text`` (12.5 and 12.50 are the same value)."""
-    return frozenset(float(m.group()) for m in _NUMBER.finditer(text.replace('_', ' ')))
+    return frozenset(numbers_in_order(text))
 
 
-def numbers_conflict(a: str, b: str) -> bool:
-    """
-    Return True when the two texts mention different numeric values.
-
-    Facts that differ only in a number ("12.5N" vs "15N") carry different experience; no dedup
-    layer and no consolidation may fold one into the other.
-    """
-    return numbers_of(a) != numbers_of(b)
+def numbers_in_order(text: str) -> tuple[float, ...]:
+    """Numeric values of ``text`` in the order of their first mention."""
+    return tuple(dict.fromkeys(float(m.group())
+                               for m in _NUMBER.finditer(text.replace('_', ' '))))
 
 
 # Pairs of words whose swap turns a fact into a different fact. States exclude each other
@@ -170,25 +166,18 @@ _NEGATIONS = frozenset('not no never cannot without nor don doesn didn isn aren 
                        'won shouldn mustn couldn wouldn 未 勿 别 无 非 不'.split())
 
 
-def _negated(tokens: Iterable[str]) -> bool:
+def is_negated(tokens: Iterable[str]) -> bool:
+    """Return True when the tokens hold a negation word (EN or ZH)."""
     return any(t in _NEGATIONS or t.startswith(('不', '没')) for t in tokens)
 
 
-def polarity_conflict(a: str, b: str) -> bool:
+def opposite_swap(only_a: Iterable[str], only_b: Iterable[str]) -> bool:
     """
-    Return True when one text negates what the other states, or swaps an opposite word.
+    Return True when a word one text alone has is the opposite of one the other alone has.
 
     Near-identical wording is exactly where Jaccard and cosine fail: "the cup is on the left
     shelf" and "... right shelf" score 0.78 Jaccard and 0.985 MiniLM cosine, yet they are two
     facts (measured by the dedup benchmark).
     """
-    ta, tb = set(tokenize(a)), set(tokenize(b))
-    if _negated(ta) != _negated(tb):
-        return True
-    only_a, only_b = ta - tb, tb - ta
+    only_b = list(only_b)
     return any(frozenset((x, y)) in _OPPOSITES for x in only_a for y in only_b)
-
-
-def facts_conflict(a: str, b: str) -> bool:
-    """Return True when the texts differ in a number, a negation or an opposite word."""
-    return numbers_conflict(a, b) or polarity_conflict(a, b)

@@ -7,6 +7,8 @@ the engine only ever executes an outcome that obeys, in this order:
 1. an unknown decision becomes CREATE (legacy "merge" becomes NONE + MERGE on the top match);
 2. actions on unknown memories or on memories of another category are dropped;
 3. conflicting actions on one memory are all dropped (logged);
+   then the guard rails (``guard.py``): a MERGE or DELETE without evidence is dropped and its
+   memory withheld, and a SKIP of a candidate no peer already states becomes CREATE;
 4. in a history category (events, episodes, perceptions) any MERGE turns the outcome to SKIP;
 5. SKIP carries no actions;
 6. a MERGE without text gets one from ``merge_text``; one that adds nothing is dropped;
@@ -21,7 +23,9 @@ import dataclasses
 import logging
 from typing import Sequence
 
-from robotmem_ros.engine.decision.categories import category_class, HISTORY, same_category
+from robotmem_ros.engine.decision.categories import (category_class, HISTORY, PROFILE,
+                                                     same_category)
+from robotmem_ros.engine.decision.guard import action_refusal, skip_refusal
 from robotmem_ros.engine.decision.merge import merge_text
 from robotmem_ros.engine.decision.types import (
     Action, ACTION_KINDS, Candidate, CREATE, DECISIONS, DELETE, Existing, MERGE, NONE,
@@ -39,14 +43,21 @@ def normalize(proposal: Proposal, candidate: Candidate, existing: Sequence[Exist
     decision, actions = _parse_decision(proposal, existing, notes)
     actions = _resolve_targets(actions, candidate, existing, notes)
     actions = _drop_conflicts(actions, notes)
+    withheld: list[int] = []
+    actions = _guard_actions(actions, candidate, existing, notes, withheld)
     has_merge = any(a.kind == MERGE for a in actions)
     if has_merge and category_class(candidate.category) == HISTORY:
         notes.append(f'category {candidate.category!r} does not merge: MERGE -> SKIP')
         decision = SKIP
+    repeats = _repeated_peer(candidate, existing, notes) if decision == SKIP else 0
+    if decision == SKIP and not repeats:
+        decision, has_merge = CREATE, False
+        actions = [a for a in actions if a.kind != MERGE]
     if decision == SKIP:
         if actions and not has_merge:
             notes.append('SKIP carries no actions: dropped them')
-        return _outcome(SKIP, [], decider, proposal, candidate, notes)
+        return dataclasses.replace(
+            _outcome(SKIP, [], decider, proposal, candidate, notes, withheld), repeats=repeats)
     actions = _fill_merged_text(actions, candidate, notes)
     if any(a.kind == MERGE for a in actions):
         if decision != NONE:
@@ -58,13 +69,43 @@ def normalize(proposal: Proposal, candidate: Candidate, existing: Sequence[Exist
     if decision == NONE and not actions:
         notes.append('NONE without actions -> CREATE (keep the candidate)')
         decision = CREATE
-    return _outcome(decision, actions, decider, proposal, candidate, notes)
+    return _outcome(decision, actions, decider, proposal, candidate, notes, withheld)
 
 
 def _outcome(decision: str, actions: list[Action], decider: str, proposal: Proposal,
-             candidate: Candidate, notes: list[str]) -> Outcome:
+             candidate: Candidate, notes: list[str], withheld: list[int]) -> Outcome:
     return Outcome(decision, tuple(actions), decider, proposal.reason, candidate.text,
-                   tuple(notes))
+                   tuple(notes), tuple(withheld))
+
+
+def _guard_actions(actions: list[Action], candidate: Candidate, existing: Sequence[Existing],
+                   notes: list[str], withheld: list[int]) -> list[Action]:
+    """Drop MERGE / DELETE actions the texts give no evidence for; withhold their targets."""
+    by_id = {e.id: e for e in existing}
+    profile = category_class(candidate.category) == PROFILE  # seed 001: profiles always merge
+    kept = []
+    for action in actions:
+        why = '' if profile and action.kind == MERGE else action_refusal(
+            action.kind, candidate, by_id[action.target_id])
+        if why:
+            notes.append(f'{action.kind} on #{action.target_id} refused: {why}')
+            withheld.append(action.target_id)
+        else:
+            kept.append(action)
+    return kept
+
+
+def _repeated_peer(candidate: Candidate, existing: Sequence[Existing],
+                   notes: list[str]) -> int:
+    """Return the first peer that already says what the candidate says (a SKIP needs one)."""
+    refusals = []
+    for peer in existing:
+        why = skip_refusal(candidate, peer)
+        if not why:
+            return peer.id
+        refusals.append(why)
+    notes.append('SKIP refused: ' + '; '.join(refusals) if refusals else 'SKIP refused')
+    return 0
 
 
 def _parse_decision(proposal: Proposal, existing: Sequence[Existing],

@@ -90,13 +90,27 @@ def classify(old: Parsed, new: Parsed) -> tuple[str, str]:
 
 
 def _compare_values(old: Parsed, new: Parsed) -> tuple[str, str]:
-    """Compare values of one facet: keeping every old token refines, replacing contradicts."""
+    """
+    Compare values of one facet: keeping every old token refines, replacing one contradicts.
+
+    A changed number is an update only when the new value keeps every other word of the old
+    one: "grip force 5.5N works for cups of batch 0" and "6.0N ... for mugs of batch 1" are two
+    facts about two objects, not one value corrected.
+    """
     if set(old.value) <= set(new.content):
         return REFINES, 'same facet, keeps the old value and adds detail'
-    shares_value = bool((_words(old) - set(old.head)) & (_words(new) - set(new.head)))
+    old_words = {t for t in old.value if not t.startswith('<')}
+    new_words = {t for t in new.value if not t.startswith('<')}
+    old_numbers = {t for t in old.value if t.startswith('<')}
+    new_numbers = {t for t in new.value if t.startswith('<')}
+    if _value_conflict(old.value_quantities, new.value_quantities) or (
+            old_numbers and new_numbers and old_numbers != new_numbers):
+        if old_words <= new_words:
+            return CONTRADICTS, 'same facet, different value'
+        return UNRELATED, 'same facet, a value for something else'
     short = (old.copula == new.copula and len(old.head) >= 2
              and max(len(old.value), len(new.value)) <= _SHORT_VALUE)
-    if _value_conflict(old.value_quantities, new.value_quantities) or shares_value or short:
+    if short:
         return CONTRADICTS, 'same facet, different value'
     return UNRELATED, 'same facet words, values about different things'
 

@@ -70,7 +70,13 @@ class Proposal:
 
 @dataclass(frozen=True)
 class Outcome:
-    """The normalized decision the engine executes."""
+    """
+    The normalized decision the engine executes.
+
+    ``withheld`` are the memories a proposal wanted to hide or rewrite without evidence: the
+    guard kept them, and the engine reports them to the caller as similar facts. ``repeats``
+    is the memory a SKIP found already saying the candidate (the one to reinforce).
+    """
 
     decision: str
     actions: tuple[Action, ...] = ()
@@ -78,6 +84,8 @@ class Outcome:
     reason: str = ''
     candidate_text: str = ''
     notes: tuple[str, ...] = ()
+    withheld: tuple[int, ...] = ()
+    repeats: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict for the audit history."""
@@ -88,4 +96,6 @@ class Outcome:
             'reason': self.reason,
             'candidate_text': self.candidate_text,
             'notes': list(self.notes),
+            'withheld': list(self.withheld),
+            'repeats': self.repeats,
         }

@@ -1,0 +1,323 @@
+"""
+Whether two facts are one fact: what differs between them, and whether it carries content.
+
+Every layer that can hide a fact — exact/Jaccard/cosine/session dedup, end-of-session
+consolidation, a decider's SKIP or MERGE — asks :func:`difference` before it acts. Similarity
+scores cannot answer this: "pick up the book and place it in the caddy" and "... the cup ..."
+share 0.75 Jaccard and a high cosine, and swapping the two mugs of "put the white mug on the
+left plate and the yellow mug on the right plate" keeps every word (Jaccard 1.0). So the texts are
+aligned as sequences of content words (articles, auxiliaries and pronouns dropped, verbs and
+spatial words of one meaning mapped to one word: pick up / lift / grab, place / put / set,
+beside / near / next to) and the difference is read off the alignment:
+
+* a different number, a flipped negation or an opposite word (left/right, open/closed);
+* a word only one text has in a *protected* class — colour, material, size, place or spatial
+  relation, ordinal — whatever the other text says there;
+* a content word replaced by another (an object, a name, an attribute), unless the caller's
+  span judge (the embedder on the two differing spans) finds the spans say the same;
+* more than ``MAX_ADDED`` content words added on one side (new detail is a new fact);
+* the shared attribute and place words in another order, or a relation on another landmark
+  (roles swapped: who or what goes where).
+
+Per-fact features are derived once per text (an LRU cache): end_session compares each fact with
+hundreds of others, and re-deriving numbers, negation and token sets per pair was most of its
+time.
+
+A leading ``name:`` that names a speaker, a sensor, a robot or another source is not an
+attribute of the fact; :func:`split_source` separates it, and facts that are records
+(conversation turns, detections, events) are never superseded or merged by another record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import functools
+import re
+from typing import Callable
+
+from robotmem_ros.engine import text as textmod
+
+# A span judge: similarity of the two differing spans (e.g. the embedder's cosine), or None.
+SpanJudge = Callable[[str, str], float]
+
+MAX_ADDED = 2
+SPAN_SIMILARITY_MIN = 0.80
+
+# Words that carry no content of their own; dropping or changing them is wording.
+FUNCTION_WORDS = (textmod.JACCARD_STOPWORDS | frozenset("""
+up it them its one ones some any there here please just also very really now currently then
+from at into onto to of for with about over out off can could should would will shall may might
+must let lets let's me us him her their yours mine which who whom what while
+today again still already
+""".split())) - frozenset({'on', 'in'})
+
+# One meaning, one word (values are canonical; keys are stemmed tokens).
+SYNONYMS = {
+    **dict.fromkeys('lift grab take grasp get pickup'.split(), 'pick'),
+    **dict.fromkeys('put set move drop'.split(), 'place'),
+    **dict.fromkeys('beside near nearby next adjacent'.split(), 'next_to'),
+    **dict.fromkeys('center centre central'.split(), 'middle'),
+    **dict.fromkeys('inside into within'.split(), 'in'),
+    **dict.fromkeys('onto atop upon'.split(), 'on'),
+    **dict.fromkeys('underneath beneath'.split(), 'under'),
+    **dict.fromkeys('layer level tier'.split(), 'layer'),
+    'maximum': 'max', 'minimum': 'min', 'never': 'not',
+}
+
+# Words of protected classes: a text that says one where the other says another is always
+# a different fact (a red cup is not a blue cup; the top drawer is not the middle one).
+COLOURS = frozenset("""
+red green blue yellow white black grey gray orange purple pink brown cyan magenta silver gold
+golden beige violet transparent dark
+""".split())
+MATERIALS = frozenset("""
+wooden wood metal metallic steel iron aluminium aluminum plastic glass ceramic paper cardboard
+rubber cotton leather stone porcelain foam fabric
+""".split())
+SIZES = frozenset('small large big tiny huge tall short long wide narrow thin thick heavy light '
+                  'little medium full empty half'.split())
+ATTRIBUTES = COLOURS | MATERIALS | SIZES
+# Places and spatial relations. 'in' / 'on' are also goal prepositions ("put it on / to / into
+# the plate"), so saying one where the other says nothing is wording; swapping them is not.
+SPATIAL = frozenset("""
+under above below behind front back left right top middle bottom between next_to outside
+upper lower side corner edge far close north south east west rear leftmost rightmost
+""".split())
+GOAL_PREPOSITIONS = frozenset({'in', 'on'})
+ORDINALS = frozenset('first second third fourth fifth previous other another both'
+                     .split())
+# Actions are implied by each other ("move X to Y" is pick and place): a text that names one
+# the other leaves implicit says no more; naming another action does.
+ACTIONS = frozenset({'pick', 'place', 'open', 'close', 'push', 'pull', 'turn', 'stack', 'pour',
+                     'wipe', 'press'})
+SUBSTITUTION_PROTECTED = ATTRIBUTES | SPATIAL | GOAL_PREPOSITIONS | ORDINALS | ACTIONS
+ADDITION_PROTECTED = SPATIAL | ORDINALS
+
+_CLAUSE = re.compile(r'\s*(?:[,;!?。；，]|\.(?=\s|$)|\band\b|\bthen\b)\s*')
+ROLE_WORDS = ATTRIBUTES | SPATIAL | GOAL_PREPOSITIONS | ORDINALS
+# Prepositions whose landmark (the next word) says where or on what: "on the book".
+RELATIONS = GOAL_PREPOSITIONS | frozenset('under above below behind between next_to'.split())
+
+# A ``name:`` prefix is a source (not an attribute) when it is a known source, or a name
+# followed by a statement of its own.
+SOURCES = frozenset("""
+vision camera lidar sonar radar imu sensor sensors gps odometry odom perception detector
+detection robot user operator system log logger planner controller agent assistant human
+speaker note event alert warning error info debug audio microphone mic tactile force_sensor
+obstacle
+""".split())
+_PREFIX = re.compile(r'^\s*([^\W\d][\w .\'-]{0,39}?)\s*[:：]\s+(?=\S)')
+_STATEMENT_MIN_WORDS = 3
+_PRONOUNS = frozenset('i we you he she they it my our your his her their me us'.split())
+
+# Verbs that make a text a record of something that happened or was sensed.
+EVENT_WORDS = frozenset("""
+detected detect detects observed saw seen heard spotted noticed happened occurred went came
+said told asked visited met dropped bumped collided arrived
+""".split())
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the guards compare about one fact, derived once per text."""
+
+    text: str
+    content: tuple[str, ...]
+    bag: frozenset[str]
+    numbers: frozenset[float]
+    number_order: tuple[float, ...]
+    measures: frozenset[str]
+    jaccard: frozenset[str]
+    negated: bool
+    tokens: frozenset[str]
+    clauses: tuple[tuple[str, ...], ...]
+    source: str
+    record: bool
+
+
+def _canonical(token: str) -> str:
+    if token.endswith('ie') and len(token) > 4:  # 'cookies' stems to 'cooky'
+        token = token[:-2] + 'y'
+    return SYNONYMS.get(token, token)
+
+
+def content_words(text: str) -> tuple[str, ...]:
+    """Canonical content words of ``text`` in order (numbers are compared apart)."""
+    out = []
+    for token in textmod.tokenize(text.replace('next to', 'next_to').replace('pick up', 'pick')):
+        if token in FUNCTION_WORDS or token[0].isdigit():
+            continue
+        out.append(_canonical(token))
+    return tuple(out)
+
+
+def split_source(text: str) -> tuple[str, str]:
+    """
+    Return (source, statement): ``vision: red cup detected`` → ('vision', 'red cup detected').
+
+    A prefix is a source when it is a known source word (``vision``, ``lidar``, ``robot``) or a
+    name, written with a capital, followed by a statement of its own (``Caroline: I went to the
+    park``, ``Gina: Wow!``: three words or more, a pronoun, an exclamation or question, or no
+    word at all) rather than a short value. ``grip_force: 12 N`` or ``gripper status: closed``
+    keep their prefix: it is the attribute the fact states.
+    """
+    match = _PREFIX.match(text)
+    if not match:
+        return '', text
+    name, rest = match.group(1).strip(), text[match.end():]
+    words = [re.sub(r"'(?:s|m|re|ll|ve|d)$", '', w.strip('.,!?;:()"').casefold())
+             for w in rest.split()]
+    statement = (len(words) >= _STATEMENT_MIN_WORDS or rest.rstrip().endswith(('!', '?'))
+                 or any(w in _PRONOUNS for w in words)
+                 or not any(w.isalpha() for w in words))
+    key = name.casefold()
+    if key in SOURCES or (' ' not in key and key.split('_')[0] in SOURCES and statement):
+        return name, rest
+    speaker = all(w[:1].isupper() for w in name.split()) and len(name.split()) <= 3
+    return (name, rest) if speaker and statement else ('', text)
+
+
+@functools.lru_cache(maxsize=16384)
+def features(text: str) -> Features:
+    """Derive the features of one fact (cached: consolidation compares each fact many times)."""
+    source, statement = split_source(text)
+    tokens = textmod.tokenize(statement)
+    parts = _CLAUSE.split(statement.casefold())
+    clauses = tuple(c for c in (content_words(part) for part in parts) if c)
+    content = content_words(statement)
+    record = bool(source) or any(t in EVENT_WORDS for t in textmod.tokenize(text.casefold()))
+    measures = frozenset(t for t in tokens if t[0].isdigit() and not t[-1].isdigit())
+    order = textmod.numbers_in_order(text)
+    return Features(text, content, frozenset(content), frozenset(order), order, measures,
+                    textmod.jaccard_tokens(text), textmod.is_negated(tokens),
+                    frozenset(tokens), clauses, source, record)
+
+
+def conflict(a: Features, b: Features) -> str:
+    """Name a number, negation or opposite-word conflict between two facts; '' when none."""
+    if a.numbers != b.numbers:
+        return 'different numbers'
+    if a.number_order != b.number_order:  # "worker 2 call 0" / "worker 0 call 2"
+        return 'numbers in other roles'
+    if a.negated != b.negated:
+        return 'one negates the other'
+    if textmod.opposite_swap(a.tokens - b.tokens, b.tokens - a.tokens):
+        return 'an opposite word'
+    return ''
+
+
+def difference(a: str | Features, b: str | Features,
+               span_judge: SpanJudge | None = None) -> str:
+    """
+    Say why ``a`` and ``b`` are different facts; '' when what differs is only wording.
+
+    ``span_judge`` (optional) scores two differing spans of ordinary words; a substitution of
+    non-protected words whose spans score at least ``SPAN_SIMILARITY_MIN`` counts as wording.
+    """
+    fa = a if isinstance(a, Features) else features(a)
+    fb = b if isinstance(b, Features) else features(b)
+    if fa.source.casefold() != fb.source.casefold():
+        return f'different sources ({fa.source or "none"} / {fb.source or "none"})'
+    why = conflict(fa, fb)
+    if why:
+        return why
+    only_a, only_b = fa.bag - fb.bag, fb.bag - fa.bag
+    if not (only_a & ACTIONS and only_b & ACTIONS):  # one action implied by the other
+        only_a, only_b = only_a - ACTIONS, only_b - ACTIONS
+    if only_a and only_b:
+        why = _substitution(only_a, only_b, span_judge)
+    else:
+        why = _addition(fa, fb) if only_a else _addition(fb, fa)
+    if why:
+        return why
+    if not _same_roles(fa, fb):
+        return 'same words in other roles'
+    return ''
+
+
+def _substitution(only_a: frozenset[str], only_b: frozenset[str],
+                  span_judge: SpanJudge | None) -> str:
+    """Words replaced by others: content, unless ordinary words a span judge equates."""
+    span_a, span_b = ' '.join(sorted(only_a)), ' '.join(sorted(only_b))
+    protected = (only_a | only_b) & SUBSTITUTION_PROTECTED
+    if protected:
+        return f'differs in {span_a} / {span_b}'
+    if span_judge is None or span_judge(span_a, span_b) < SPAN_SIMILARITY_MIN:
+        return f'differs in {span_a} / {span_b}'
+    return ''
+
+
+def _addition(longer: Features, shorter: Features) -> str:
+    """
+    Words only ``longer`` has: wording when each is an attribute-like modifier.
+
+    A modifier sits before a word both texts share, inside one clause ("the akita black bowl"
+    / "the bowl"); a place, an ordinal, or a word that ends its clause ("pick the cup and the
+    book") is content.
+    """
+    added = longer.bag - shorter.bag - ACTIONS
+    if not added:
+        return ''
+    if added & ADDITION_PROTECTED:
+        return 'adds ' + ', '.join(sorted(added & ADDITION_PROTECTED))
+    if len(added) > MAX_ADDED:
+        return 'adds ' + ', '.join(sorted(added))
+    for clause in longer.clauses:
+        modifies = False  # walking right to left: does the next word make this a modifier?
+        for token in reversed(clause):
+            if token in added and not modifies:
+                return f'adds {token}'
+            modifies = token in added or (token in shorter.bag and token not in ACTIONS)
+    return ''
+
+
+def protected_difference(a: Features, b: Features) -> str:
+    """Name protected words (attribute, place, ordinal) that only one of the texts has."""
+    only = (a.bag ^ b.bag) & (ATTRIBUTES | SPATIAL | ORDINALS)
+    return ', '.join(sorted(only))
+
+
+def restates(old: str, new: str) -> bool:
+    """
+    Return True when ``new`` says nothing ``old`` does not: hiding ``new`` loses nothing.
+
+    Every content word of ``new`` is in ``old``, nothing conflicts, the source is the same and
+    the shared words keep their roles. "pick up the cup" restates "pick up the cup from the
+    left shelf"; the swapped-mugs instruction restates nothing.
+    """
+    fo, fn = features(old), features(new)
+    return (fo.source.casefold() == fn.source.casefold() and fn.numbers <= fo.numbers
+            and fo.negated == fn.negated and fn.bag <= fo.bag
+            and not textmod.opposite_swap(fo.tokens - fn.tokens, fn.tokens - fo.tokens)
+            and _same_roles(fo, fn))
+
+
+def _same_roles(a: Features, b: Features) -> bool:
+    """
+    Shared attribute and place words in the same order, each relation on the same landmark.
+
+    Swapping the mugs of "put the white mug on the left plate and the yellow mug on the right
+    plate" keeps every word but reorders white / left / yellow / right; "the cup is on the
+    book" and "the book is on the cup" put 'on' before another word. Other reorderings
+    ("under full load the battery lasts 4 hours") keep both and are wording.
+    """
+    shared = a.bag & b.bag
+    return _roles(a.content, shared) == _roles(b.content, shared)
+
+
+def _roles(words: tuple[str, ...], shared: frozenset[str]) -> tuple[tuple[str, ...], list]:
+    order = tuple(t for t in words if t in shared and t in ROLE_WORDS)
+    landmarks = sorted((t, nxt) for t, nxt in zip(words, words[1:])
+                       if t in RELATIONS and t in shared and nxt in shared)
+    return order, landmarks
+
+
+def same_fact(a: str | Features, b: str | Features,
+              span_judge: SpanJudge | None = None) -> bool:
+    """Return True when nothing that differs between the texts carries content."""
+    return not difference(a, b, span_judge)
+
+
+def is_record(text: str) -> bool:
+    """Return True for records — source-prefixed lines, detections, events, turns."""
+    return features(text).record
