@@ -53,6 +53,7 @@ def steps(args: argparse.Namespace) -> dict[str, list[list[str]]]:
                    for m in MODELS] + [['recall_quality.py', '--eval', ev, '--decider', 'none',
                                         '--results', res]],
         'ingest': [['bench_ingest.py', '--results', res]],
+        'fleet': [['bench_fleet.py', '--results', res]],
         'embedder': [['bench_embedder.py', '--out', f'{res}/embedder.json']],
         'models': [['model_compare.py', '--eval', ev, '--out', f'{res}/model_compare.json']],
         'decisions': [['decision_accuracy.py', '--out', f'{res}/decision_accuracy.json']],

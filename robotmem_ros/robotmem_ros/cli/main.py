@@ -17,12 +17,13 @@ import pathlib
 import sys
 from typing import Any, Callable, Iterator, Sequence
 
+from robotmem_ros.cli import fleet as fleet_cli
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.errors import NotFoundError, RobotMemError
 
 # Commands that must not load the model (no vectors needed, and they must start fast).
 NO_MODEL = frozenset({'stats', 'sessions', 'episode', 'history', 'doctor', 'dedup', 'export',
-                      'plot'})
+                      'plot', 'fleet'})
 # Commands that may create the database file; every other one needs an existing store.
 CREATES = frozenset({'learn', 'import'})
 
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--color-by', choices=('category', 'outcome'), default='category')
     p.add_argument('--collection', default='', help='only this collection (default: all)')
     p.add_argument('-o', '--output', required=True, help='PNG file to write')
+    fleet_cli.add_parser(add, common)
     return top
 
 
@@ -137,8 +139,11 @@ def _config(args: argparse.Namespace) -> MemoryConfig:
 
 
 def _open(args: argparse.Namespace) -> Any:
+    return _open_config(args, _config(args))
+
+
+def _open_config(args: argparse.Namespace, config: MemoryConfig) -> Any:
     from robotmem_ros.engine import MemoryEngine
-    config = _config(args)
     path = config.resolved_db_path()
     if args.command not in CREATES and not path.is_file():
         raise NotFoundError(f'no database at {path} (use --db or set ROBOTMEM_HOME)')
@@ -354,10 +359,26 @@ def _plot(engine: Any, args: argparse.Namespace) -> None:
           lambda c, d: c.print(f"wrote {d['output']} ({d['points']} points)"))
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    # Pulled vectors are stored only when the model that made them is loaded: push and pull
+    # open the store with the configured embedder (recall embeds the query with it).
+    config = _config(args)
+    if args.fleet in ('push', 'pull', 'recall'):
+        config = config.replace(embed_backend=args.embed_backend)
+    return fleet_cli.run(args, lambda a: _open_config(a, config),
+                         lambda data: _emit(args, data, _show_fleet), config)
+
+
+def _show_fleet(console: Any, data: dict) -> None:
+    from robotmem_ros.cli import tables
+    tables.show_fleet(console, data)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     'stats': _stats, 'recall': _recall, 'learn': _learn, 'sessions': _sessions,
     'episode': _episode, 'dedup': _dedup, 'reindex': _reindex, 'export': _export,
     'import': _import, 'doctor': _doctor, 'history': _history, 'plot': _plot,
+    'fleet': _fleet,
 }
 
 

@@ -154,3 +154,20 @@ def show_history(console: Console, entries: list[dict[str, Any]]) -> None:
 def show_mapping(console: Console, title: str, mapping: dict[str, Any]) -> None:
     """Render a flat result dict (reindex, export, import counts)."""
     console.print(table(title, ('field', 'value'), mapping.items()))
+
+
+def show_fleet(console: Console, data: dict[str, Any]) -> None:
+    """Render a ``robotmem fleet`` result: hub hits as a table, anything else as key/value."""
+    if 'memories' in data:
+        rows = [(f"{m['score']:.2f}", m['robot_id'], m['collection'], short(m['content']),
+                 '+'.join(m['channels'])) for m in data['memories']]
+        console.print(table(f"fleet recall: {data['query']} ({data['mode']})",
+                            ('score', 'robot', 'collection', 'content', 'channels'), rows))
+        return
+    hub_rows = data.get('hub') or []
+    console.print(table('fleet', ('field', 'value'),
+                        [(k, v) for k, v in data.items() if k != 'hub']))
+    if hub_rows:
+        console.print(table('hub rows visible to this robot',
+                            ('robot', 'collection', 'active', 'rows', 'last seq'),
+                            [tuple(r.values()) for r in hub_rows]))

@@ -17,10 +17,11 @@ Semantics (MongoDB-like, where the seed is silent):
 * A missing path matches only ``$ne``, ``$nin`` and ``$exists: false``.
 * Context keys that contain a dot cannot be addressed.
 
-Three reserved top-level keys are recall options, not conditions, and are taken out at parse
+Four reserved top-level keys are recall options, not conditions, and are taken out at parse
 time: ``include_superseded`` (bool), ``created_at`` (``{"$gte": epoch, "$lte": epoch}``, either
 bound optional) and ``as_of`` (epoch: "what did we believe then" — memories valid at that time,
-superseded ones included).
+superseded ones included) and ``origin`` ("own", "fleet" or a robot id: whose memories, see
+docs/fleet.md).
 
 The JSON loading, path parsing and path resolution helpers here are shared with ``spatial``.
 """
@@ -48,6 +49,7 @@ MISSING: Any = _Missing()
 INCLUDE_SUPERSEDED = 'include_superseded'
 CREATED_AT = 'created_at'
 AS_OF = 'as_of'
+ORIGIN = 'origin'
 
 
 # --- JSON input ----------------------------------------------------------------------------
@@ -229,6 +231,22 @@ class FilterOptions:
     created_from: float | None = None
     created_to: float | None = None
     as_of: float | None = None
+    origin: str | None = None
+
+    def origin_matches(self, origin: str) -> bool:
+        """Tell whether a memory of ``origin`` ('' = own) passes the ``origin`` option."""
+        return origin_in_scope(origin, self.origin or 'all')
+
+
+def origin_in_scope(origin: str, scope: str) -> bool:
+    """Whether a memory of ``origin`` belongs to ``scope``: all, own, fleet or one robot id."""
+    if scope == 'all':
+        return True
+    if scope == 'own':
+        return origin == ''
+    if scope == 'fleet':
+        return origin != ''
+    return origin == scope
 
 
 @dataclass(frozen=True)
@@ -308,8 +326,12 @@ def _options(raw: dict[str, Any]) -> FilterOptions:
         valid = False
     if not valid:
         raise ValidationError(f'context_filter[{AS_OF!r}]: must be epoch seconds, got {as_of!r}')
+    origin = raw.pop(ORIGIN, None)
+    if origin is not None and (not isinstance(origin, str) or not origin):
+        raise ValidationError(f'context_filter[{ORIGIN!r}]: must be "own", "fleet" or a robot '
+                              f'id, got {origin!r}')
     return FilterOptions(include or as_of is not None, start, end,
-                         None if as_of is None else float(as_of))
+                         None if as_of is None else float(as_of), origin)
 
 
 def parse_filter(text_or_dict: str | Mapping[str, Any] | None, *, max_bytes: int,

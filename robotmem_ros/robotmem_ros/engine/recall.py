@@ -14,7 +14,8 @@ from typing import Any, Iterable, TYPE_CHECKING
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
-from robotmem_ros.engine.context_filter import ContextFilter, FilterOptions, parse_filter
+from robotmem_ros.engine.context_filter import (ContextFilter, FilterOptions, origin_in_scope,
+                                                parse_filter)
 from robotmem_ros.engine.database import Error as SqlError
 from robotmem_ros.engine.decay import half_life_weight
 from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, source_weight
@@ -112,6 +113,7 @@ class Recaller:
         qvec = self.engine.embedding.embed_query(query) if 'vector' in channels else None
         mode = _mode(fts_q is not None or qvec is None, qvec is not None)
         filtered = bool(session_id or exclude_session or not cfilter.is_empty or spatial
+                        or options.origin is not None or cfg.recall_scope != 'all'
                         or options.created_from is not None or options.created_to is not None
                         or options.as_of is not None)
         fetch = min(n * (4 if filtered else 2), cfg.max_fetch)
@@ -127,7 +129,8 @@ class Recaller:
             records = store.fetch_records(conn, list(scores))
             kept = [r for r in records.values()
                     if r.session_id != exclude_session or not exclude_session
-                    if _passes(r, min_conf, cfilter, options, now)]
+                    if _passes(r, min_conf, cfilter, options, now)
+                    and origin_in_scope(r.origin, cfg.recall_scope)]
             exhausted = len(bm) < fetch and len(vec) < fetch
             if len(kept) >= n or exhausted or fetch >= cfg.max_fetch:
                 break
@@ -187,7 +190,8 @@ class Recaller:
             ids = [row[0] for row in rows]
             records = store.fetch_records(conn, ids)
             kept.extend(r for r in (records[i] for i in ids)
-                        if _passes(r, min_conf, cfilter, options, now))
+                        if _passes(r, min_conf, cfilter, options, now)
+                        and origin_in_scope(r.origin, cfg.recall_scope))
             params['lc'], params['lid'] = rows[-1][1], rows[-1][0]
             if len(rows) < LIST_CHUNK:
                 break
@@ -228,4 +232,4 @@ def _passes(record: MemoryRecord, min_conf: float, cfilter: ContextFilter,
             record.created_at <= options.as_of
             and (record.valid_until is None or options.as_of < record.valid_until)):
         return False
-    return cfilter.matches(record.context)
+    return options.origin_matches(record.origin) and cfilter.matches(record.context)

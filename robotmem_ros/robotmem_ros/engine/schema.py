@@ -123,7 +123,47 @@ _V2 = [
     END""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2]
+# Fleet (docs/fleet.md): where a memory came from, and the outbox of own changes to push.
+# ``origin`` is '' for this robot's memories and the origin robot's id for pulled ones; ``gid``
+# is the hub's global id of a pulled row (own rows derive theirs from the store id). The
+# triggers queue an own fact's row id whenever it is created or its shared fields change, in the
+# same transaction as the change (``version`` counts changes, so a push acknowledges only what
+# it sent), but only once fleet sync was enabled on this store and while the outbox is under
+# its limit; a change that finds it full counts in the overflow mark instead, and the sync
+# catches up by comparing with the hub (nothing is lost, the queue stays bounded).
+_FLEET_QUEUE = """
+    INSERT INTO fleet_outbox(memory_id) SELECT NEW.id
+    WHERE EXISTS (SELECT 1 FROM fleet_outbox WHERE memory_id = NEW.id)
+       OR (SELECT COUNT(*) FROM fleet_outbox) <
+          (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'fleet_outbox_limit')
+    ON CONFLICT(memory_id) DO UPDATE SET version = version + 1;
+    INSERT INTO meta(key, value) SELECT 'fleet_overflow', '1'
+    WHERE NOT EXISTS (SELECT 1 FROM fleet_outbox WHERE memory_id = NEW.id)
+    ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1;"""
+_FLEET_WHEN = ("NEW.origin = '' AND NEW.type = 'fact' "
+               "AND EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_robot_id')")
+_V3 = [
+    "ALTER TABLE memories ADD COLUMN origin TEXT NOT NULL DEFAULT ''",
+    'ALTER TABLE memories ADD COLUMN gid TEXT',
+    'CREATE UNIQUE INDEX uq_memories_gid ON memories(gid) WHERE gid IS NOT NULL',
+    """
+    CREATE TABLE fleet_outbox (
+        memory_id INTEGER PRIMARY KEY,
+        version INTEGER NOT NULL DEFAULT 0)""",
+    f"""
+    CREATE TRIGGER fleet_queue_insert AFTER INSERT ON memories WHEN {_FLEET_WHEN}
+    BEGIN {_FLEET_QUEUE}
+    END""",
+    f"""
+    CREATE TRIGGER fleet_queue_update
+    AFTER UPDATE OF content, context_json, status, category, kind, superseded_by, embedded
+    ON memories
+    WHEN {_FLEET_WHEN}
+    BEGIN {_FLEET_QUEUE}
+    END""",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -22,7 +22,7 @@ ACTIVE_SQL = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > 
 MEMORY_COLUMNS = ('m.id, m.type, m.content, m.collection, m.session_id, m.category, '
                   'm.perception_type, m.kind, m.confidence, m.context_json, m.status, '
                   'm.superseded_by, m.access_count, m.created_at, m.last_accessed, '
-                  'm.valid_from, m.valid_until')
+                  'm.valid_from, m.valid_until, m.origin')
 
 
 def record_of(row: Any, tags: Sequence[str] = ()) -> MemoryRecord:
@@ -34,7 +34,8 @@ def record_of(row: Any, tags: Sequence[str] = ()) -> MemoryRecord:
         collection=row['collection'], access_count=row['access_count'],
         created_at=row['created_at'], last_accessed=row['last_accessed'], kind=row['kind'],
         status=row['status'], tags=list(tags), valid_from=row['valid_from'],
-        valid_until=row['valid_until'], superseded_by=row['superseded_by'])
+        valid_until=row['valid_until'], superseded_by=row['superseded_by'],
+        origin=row['origin'])
 
 
 def fetch_records(conn: Any, ids: Sequence[int]) -> dict[int, MemoryRecord]:
@@ -96,20 +97,23 @@ def collection_admitted(conn: Any, name: str, limit: int) -> bool:
 def insert_memory(conn: Any, *, type_: str, content: str, collection: str, session_id: str,
                   category: str, perception_type: str, kind: str, confidence: float,
                   context: dict, created_at: float, tags: Iterable[str] = (),
-                  decay_ref: float | None = None) -> int:
+                  decay_ref: float | None = None, origin: str = '',
+                  gid: str | None = None) -> int:
     """
     Insert a memory, its FTS row, tags and a ``create`` history entry; return its id.
 
     ``decay_ref`` starts the decay clock elsewhere than ``created_at``: a perception replayed
     from an old bag keeps its stamp for ordering but decays from the time it was stored.
+    ``origin`` and ``gid`` are set for a memory pulled from another robot (docs/fleet.md).
     """
     cur = conn.execute(
         'INSERT INTO memories(type, content, content_hash, collection, session_id, category, '
-        'perception_type, kind, confidence, context_json, created_at, valid_from, decay_ref) '
-        'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'perception_type, kind, confidence, context_json, created_at, valid_from, decay_ref, '
+        'origin, gid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
         (type_, content, textmod.content_hash(content), collection, session_id or None,
          category, perception_type, kind, confidence,
-         json.dumps(context, ensure_ascii=False), created_at, created_at, decay_ref))
+         json.dumps(context, ensure_ascii=False), created_at, created_at, decay_ref, origin,
+         gid))
     memory_id = cur.lastrowid
     conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
                  (memory_id, textmod.fts_index_text(content)))
@@ -194,6 +198,16 @@ def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
     conn.execute('INSERT OR REPLACE INTO memory_embeddings(memory_id, embedding) VALUES (?, ?)',
                  (memory_id, to_blob(vector)))
     conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
+
+
+def get_vectors(conn: Any, ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """Return the stored vectors of ``ids`` (those that have one)."""
+    if not ids:
+        return {}
+    marks = ','.join('?' * len(ids))
+    rows = conn.execute(f'SELECT memory_id, embedding FROM memory_embeddings '
+                        f'WHERE memory_id IN ({marks})', list(ids)).fetchall()
+    return {row[0]: np.frombuffer(row[1], dtype='<f4') for row in rows}
 
 
 def delete_vector(conn: Any, memory_id: int) -> None:

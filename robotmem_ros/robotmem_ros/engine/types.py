@@ -34,6 +34,7 @@ class MemoryRecord:
     valid_from: float | None = None
     valid_until: float | None = None
     superseded_by: int | None = None
+    origin: str = ''               # '' = this robot; else the fleet robot it was pulled from
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (CLI ``--json``, export)."""

@@ -28,6 +28,7 @@ from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import MemoryEngine
 from robotmem_ros.engine.store_owner import StoreOwner
 from robotmem_ros.errors import RobotMemError
+from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node import conversions as conv
 from robotmem_ros.node import log_bridge
 from robotmem_ros.node.answered_requests import AnsweredRequests
@@ -63,6 +64,7 @@ class MemoryNode(Node):
         self._owner: StoreOwner | None = None
         self._ingest: PerceptionIngest | None = None
         self._receiver: PerceptionReceiver | None = None
+        self._fleet: Any = None
         try:
             self._start()
         except BaseException:
@@ -108,11 +110,38 @@ class MemoryNode(Node):
                           clock=steady)
         self._heartbeat = self.create_timer(config.status_period, self._status.heartbeat,
                                             callback_group=timers, clock=steady)
+        self._start_fleet(config)
         self._status.attach_store(self._engine.status)  # ready=true: services are up
         self._status.heartbeat()
         self.get_logger().info(
             f'ready: store {config.resolved_db_path()}, embed {config.embed_backend}, '
             f'perception QoS {config.perception_qos}')
+
+    def _start_fleet(self, config: MemoryConfig) -> None:
+        """
+        Sync with the fleet hub in a thread of its own when fleet_url is set.
+
+        A missing extra or bad fleet settings leave the robot's own memory fully working: the
+        error is logged and shown in NodeStatus and /diagnostics.
+        """
+        if not config.fleet_url:
+            return
+        try:
+            from robotmem_ros.fleet.settings import FleetSettings
+            from robotmem_ros.fleet.sync import FleetSync
+            self._fleet = FleetSync(self._engine, FleetSettings.from_config(config))
+        except ImportError as exc:
+            error = (f'fleet extra not installed ({exc.name}): '
+                     'pip install -r requirements/fleet.txt')
+        except RobotMemError as exc:
+            error = f'fleet disabled: {exc}'
+        else:
+            self._fleet.start()
+            self._status.attach_fleet(self._fleet.status)
+            return
+        self.get_logger().error(error)
+        failed = FleetStatus(robot_id=config.fleet_robot_id, error=error)
+        self._status.attach_fleet(lambda: failed)
 
     def _on_lock_wait(self, holder: str) -> None:
         """Report, once per holder, that the store's write lock keeps this node from starting."""
@@ -165,6 +194,8 @@ class MemoryNode(Node):
             finally:
                 if writes:
                     self._on_store_change()
+                    if self._fleet is not None:  # push a service write now, not next period
+                        self._fleet.wake()
             failed = type(response)()  # fresh: no half-filled fields, empty lists
             failed.error = error
             return failed
@@ -240,6 +271,9 @@ class MemoryNode(Node):
         if self._ingest is not None:
             self._ingest.stop()
             self._ingest = None
+        if self._fleet is not None:
+            self._fleet.stop()
+            self._fleet = None
         if self._engine is not None:
             self._engine.close()
             self._engine = None

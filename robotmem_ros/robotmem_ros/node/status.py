@@ -17,16 +17,20 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from robotmem_msgs.msg import NodeStatus
 from robotmem_ros.engine.types import EngineStatus
+from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node.perception_ingest import IngestCounters
 
 LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                      reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 BACKLOG_WARN_SHARE = 0.8
+# FleetStatus fields mirrored in NodeStatus as fleet_<name>.
+FLEET_FIELDS = ('connected', 'outbox', 'outbox_full', 'last_push', 'last_pull', 'lag_s', 'error')
 
 
 def build_status(ready: bool, store: EngineStatus | None, counters: IngestCounters,
-                 db_path: str, message: str = '') -> NodeStatus:
+                 db_path: str, message: str = '', fleet: FleetStatus | None = None
+                 ) -> NodeStatus:
     """Assemble the NodeStatus message (store may be None before the engine opened)."""
     msg = NodeStatus(ready=ready, message='' if ready else message, db_path=db_path,
                      perception_received=counters.received,
@@ -39,6 +43,10 @@ def build_status(ready: bool, store: EngineStatus | None, counters: IngestCounte
         msg.model_id = store.model_id
         msg.collection = store.collection
         msg.active_memories_count = store.active_memories_count
+    if fleet is not None:
+        msg.fleet_enabled = True
+        for name in FLEET_FIELDS:
+            setattr(msg, f'fleet_{name}', getattr(fleet, name))
     return msg
 
 
@@ -91,6 +99,24 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
     return [store_diag, embed_diag, stream_diag]
 
 
+def build_fleet_diagnostic(fleet: FleetStatus, hardware_id: str) -> DiagnosticStatus:
+    """Fleet sync: OK in step, WARN offline or outbox full (the robot keeps working locally)."""
+    if fleet.connected and not fleet.outbox_full:
+        level, message = DiagnosticStatus.OK, 'OK'
+    else:
+        level = DiagnosticStatus.WARN
+        message = '; '.join(m for m in (
+            'outbox full' if fleet.outbox_full else '',
+            '' if fleet.connected else f'hub offline: {fleet.error or "not connected yet"}')
+            if m)
+    return _status('robotmem: fleet', level, message, hardware_id, robot_id=fleet.robot_id,
+                   connected=fleet.connected, outbox=fleet.outbox,
+                   outbox_limit=fleet.outbox_limit, outbox_full=fleet.outbox_full,
+                   last_push=fleet.last_push, last_pull=fleet.last_pull, lag_s=fleet.lag_s,
+                   pushed=fleet.pushed, pulled=fleet.pulled,
+                   pulled_duplicates=fleet.duplicates)
+
+
 class StatusReporter:
     """Owns ~/status and /diagnostics; thread-safe, callable from any callback or thread."""
 
@@ -110,7 +136,20 @@ class StatusReporter:
         self._message = ''
         self._dirty = True
         self._last: NodeStatus | None = None
+        self._fleet_status: Callable[[], FleetStatus] | None = None
         self.publish(force=True)
+
+    def attach_fleet(self, fleet_status: Callable[[], FleetStatus]) -> None:
+        """Report fleet sync state from now on (only when fleet_url is set)."""
+        self._fleet_status = fleet_status
+
+    def _fleet(self) -> FleetStatus | None:
+        if self._fleet_status is None:
+            return None
+        try:
+            return self._fleet_status()
+        except Exception as exc:  # a failing store is reported by the store diagnostic
+            return FleetStatus(error=f'{type(exc).__name__}: {exc}')
 
     def attach_store(self, store_status: Callable[[], EngineStatus]) -> None:
         """Start reporting the open store (ready=true from now on)."""
@@ -148,7 +187,8 @@ class StatusReporter:
         with self._lock:
             self._refresh_store()
             msg = build_status(self._store_status is not None and not self._store_error,
-                               self._store, self._counters(), self._db_path, self._message)
+                               self._store, self._counters(), self._db_path, self._message,
+                               self._fleet())
             if force or msg != self._last:
                 self._status_pub.publish(msg)
                 self._last = msg
@@ -162,4 +202,7 @@ class StatusReporter:
             array.header.stamp = self._node.get_clock().now().to_msg()
             array.status = build_diagnostics(self._store, self._store_error, self._counters(),
                                              self._max_buffer(), self._requested_device)
+            fleet = self._fleet()
+            if fleet is not None:
+                array.status.append(build_fleet_diagnostic(fleet, self._db_path))
         self._diag_pub.publish(array)

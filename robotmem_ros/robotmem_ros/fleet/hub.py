@@ -1,0 +1,219 @@
+"""
+The hub connection: every statement a robot or an operator runs against PostgreSQL.
+
+Robots connect as their own role (row-level security decides what they see and may change).
+Pushes are idempotent upserts keyed by the global id; a row whose shared fields did not change
+is not rewritten (no new sequence number, no needless pull by the others).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from pgvector.psycopg import register_vector
+import psycopg
+from psycopg.types.json import Jsonb
+
+from robotmem_ros.engine import text as textmod
+from robotmem_ros.errors import StorageError
+from robotmem_ros.fleet.hub_schema import CHANNEL, hub_version, SCHEMA_VERSION
+
+CONNECT_TIMEOUT_S = 3
+STATEMENT_TIMEOUT_MS = 30_000
+PUSH_COLUMNS = ('gid', 'robot_id', 'collection', 'type', 'content', 'category', 'kind',
+                'confidence', 'context', 'status', 'superseded_by', 'created_at', 'model',
+                'embedding')
+SHARED = ('collection', 'type', 'content', 'category', 'kind', 'context', 'status',
+          'superseded_by', 'model', 'embedding')
+PULL_COLUMNS = ('gid', 'robot_id', 'collection', 'type', 'content', 'category', 'kind',
+                'confidence', 'context', 'status', 'created_at', 'model', 'embedding')
+HubError = psycopg.Error
+
+
+@dataclass
+class HubRow:
+    """One memory as the hub carries it."""
+
+    gid: str
+    robot_id: str
+    collection: str
+    type: str
+    content: str
+    category: str
+    kind: str
+    confidence: float
+    context: dict
+    status: str
+    created_at: float
+    model: str
+    embedding: np.ndarray | None
+    superseded_by: str | None = None
+
+    def push_tuple(self) -> tuple:
+        """Values in PUSH_COLUMNS order."""
+        return (self.gid, self.robot_id, self.collection, self.type, self.content, self.category,
+                self.kind, self.confidence, Jsonb(self.context), self.status, self.superseded_by,
+                self.created_at, self.model, self.embedding)
+
+
+Watermark = tuple[int, int]  # (txid, seq) of the last pulled change
+
+
+def connect(url: str, password: str | None = None) -> Any:
+    """Open an autocommit connection with the vector type registered; StorageError if not."""
+    # Keepalives notice a hub that vanished without closing the connection (network cut).
+    kwargs: dict[str, Any] = {'autocommit': True, 'connect_timeout': CONNECT_TIMEOUT_S,
+                              'options': f'-c statement_timeout={STATEMENT_TIMEOUT_MS}',
+                              'keepalives': 1, 'keepalives_idle': 10,
+                              'keepalives_interval': 5, 'keepalives_count': 3}
+    if password is not None:
+        kwargs['password'] = password
+    try:
+        conn = psycopg.connect(url, **kwargs)
+    except psycopg.Error as exc:
+        raise StorageError(f'fleet hub unreachable: {_first_line(exc)}') from exc
+    try:
+        version = hub_version(conn)
+        if version != SCHEMA_VERSION:
+            raise StorageError(f'fleet hub schema is version {version}, this robotmem needs '
+                               f'{SCHEMA_VERSION}: run `robotmem fleet migrate` as the hub owner')
+        register_vector(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def hub_dim(conn: Any) -> int:
+    """Dimension of the hub's embedding column."""
+    return conn.execute(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'robotmem.memories'::regclass "
+        "AND attname = 'embedding'").fetchone()[0]
+
+
+def push(conn: Any, rows: Sequence[HubRow]) -> None:
+    """Upsert ``rows`` in one transaction (all or nothing)."""
+    cols = ', '.join(PUSH_COLUMNS)
+    marks = ', '.join(['%s'] * len(PUSH_COLUMNS))
+    changed = ' OR '.join(f'm.{c} IS DISTINCT FROM excluded.{c}' for c in SHARED)
+    updates = ', '.join(f'{c} = excluded.{c}' for c in SHARED)
+    sql = (f'INSERT INTO robotmem.memories AS m ({cols}) VALUES ({marks}) '
+           f'ON CONFLICT (gid) DO UPDATE SET {updates} WHERE {changed}')
+    with conn.transaction(), conn.cursor() as cur:
+        cur.executemany(sql, [r.push_tuple() for r in rows])
+
+
+def pull(conn: Any, robot_id: str, collections: Sequence[str], after: Watermark,
+         limit: int) -> list[tuple[Watermark, HubRow]]:
+    """
+    Other robots' rows in ``collections`` changed after ``after``, oldest change first.
+
+    Only changes of transactions older than every running one are returned: a transaction still
+    in flight may hold a lower sequence number and must not be jumped over.
+    """
+    cols = ', '.join(PULL_COLUMNS)
+    rows = conn.execute(
+        f'SELECT txid::text::bigint, seq, {cols} FROM robotmem.memories '
+        f'WHERE (txid, seq) > (%s::text::xid8, %s) '
+        f'AND txid < pg_snapshot_xmin(pg_current_snapshot()) '
+        f'AND robot_id <> %s AND collection = ANY(%s) ORDER BY txid, seq LIMIT %s',
+        (str(after[0]), after[1], robot_id, list(collections), int(limit))).fetchall()
+    return [((r[0], r[1]), _hub_row(r[2:])) for r in rows]
+
+
+def own_states(conn: Any, gids: Sequence[str]) -> dict[str, tuple]:
+    """(content, status, category, kind, superseded_by) of own rows by gid (for catch-up)."""
+    rows = conn.execute('SELECT gid, content, status, category, kind, superseded_by '
+                        'FROM robotmem.memories WHERE gid = ANY(%s)', (list(gids),)).fetchall()
+    return {r[0]: tuple(r[1:]) for r in rows}
+
+
+def count_rows(conn: Any, robot_id: str | None = None) -> int:
+    """Rows visible to this role (of one robot when given)."""
+    if robot_id is None:
+        return conn.execute('SELECT count(*) FROM robotmem.memories').fetchone()[0]
+    return conn.execute('SELECT count(*) FROM robotmem.memories WHERE robot_id = %s',
+                        (robot_id,)).fetchone()[0]
+
+
+def listen(conn: Any) -> None:
+    """Subscribe this connection to change notifications."""
+    conn.execute(f'LISTEN {CHANNEL}')
+
+
+def drain_notifications(conn: Any) -> int:
+    """Consume pending notifications without blocking; return how many arrived."""
+    return sum(1 for _ in conn.notifies(timeout=0.0))
+
+
+def vector_search(conn: Any, vector: np.ndarray, model: str, collections: Sequence[str],
+                  k: int) -> list[str]:
+    """Gids of the nearest active rows embedded with ``model`` (HNSW), best first."""
+    rows = conn.execute(
+        "SELECT gid FROM robotmem.memories WHERE status = 'active' AND model = %s "
+        'AND collection = ANY(%s) AND embedding IS NOT NULL '
+        'ORDER BY embedding <=> %s LIMIT %s',
+        (model, list(collections), np.asarray(vector, dtype=np.float32), int(k))).fetchall()
+    return [r[0] for r in rows]
+
+
+def exact_vector_search(conn: Any, vector: np.ndarray, model: str,
+                        collections: Sequence[str], k: int) -> list[str]:
+    """Rank like vector_search without the index (the benchmark's ground truth)."""
+    with conn.transaction():
+        conn.execute('SET LOCAL enable_indexscan = off')
+        return vector_search(conn, vector, model, collections, k)
+
+
+def text_search(conn: Any, query: str, collections: Sequence[str], k: int) -> list[str]:
+    """
+    Gids ranked by full text: any query word may match (like the local BM25 channel).
+
+    The query is cut into words and stripped of stop words by the engine's own rules, so "the"
+    or "for" never make every row a candidate; the hub's parser then normalizes each word.
+    """
+    query = ' '.join(t for t in textmod.tokenize(query) if t not in textmod.QUERY_STOPWORDS)
+    rows = conn.execute(
+        "WITH q AS (SELECT to_tsquery('simple', string_agg(quote_literal(w), ' | ')) AS q "
+        "FROM unnest(tsvector_to_array(to_tsvector('simple', %s))) w) "
+        'SELECT m.gid FROM robotmem.memories m, q '
+        "WHERE q.q IS NOT NULL AND m.tsv @@ q.q AND m.status = 'active' "
+        'AND m.collection = ANY(%s) ORDER BY ts_rank(m.tsv, q.q) DESC, m.gid LIMIT %s',
+        (query, list(collections), int(k))).fetchall()
+    return [r[0] for r in rows]
+
+
+def rows_by_gid(conn: Any, gids: Iterable[str]) -> dict[str, HubRow]:
+    """Load rows by global id."""
+    cols = ', '.join(PULL_COLUMNS)
+    rows = conn.execute(f'SELECT {cols} FROM robotmem.memories WHERE gid = ANY(%s)',
+                        (list(gids),)).fetchall()
+    return {r[0]: _hub_row(r) for r in rows}
+
+
+def hub_stats(conn: Any) -> list[dict]:
+    """Rows per robot and collection with their last change, as this role sees them."""
+    rows = conn.execute(
+        "SELECT robot_id, collection, count(*) FILTER (WHERE status = 'active'), count(*), "
+        'max(seq) FROM robotmem.memories GROUP BY 1, 2 ORDER BY 1, 2').fetchall()
+    return [{'robot_id': r[0], 'collection': r[1], 'active': r[2], 'rows': r[3],
+             'last_seq': r[4]} for r in rows]
+
+
+def _hub_row(values: Sequence[Any]) -> HubRow:
+    """Build a HubRow from PULL_COLUMNS values (the vector as a float32 array)."""
+    row = HubRow(*values)
+    if row.embedding is not None:
+        row.embedding = row.embedding.to_numpy().astype(np.float32)
+    return row
+
+
+def wrap(exc: psycopg.Error) -> StorageError:
+    """Typed error with the first line of the server's message."""
+    return StorageError(f'fleet hub: {_first_line(exc)}')

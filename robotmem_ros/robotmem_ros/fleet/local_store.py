@@ -1,0 +1,233 @@
+"""
+The fleet's SQL on the robot's own SQLite store: outbox, watermark, pulled rows.
+
+Own memories get the global id ``<store id>:<row id>`` (the store id is a UUID made when fleet
+sync is first enabled, so a re-created store never reuses an old id). Pulled memories keep their
+hub gid and their origin robot; the engine's triggers never queue them, so they are never
+pushed back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import json
+from typing import Any, Sequence
+import uuid
+
+import numpy as np
+
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine import dedup, store
+from robotmem_ros.engine.database import IntegrityError
+from robotmem_ros.errors import ConfigError
+from robotmem_ros.fleet.hub import HubRow, Watermark
+
+ROW_COLUMNS = ('m.collection, m.type, m.content, m.category, m.kind, m.confidence, '
+               'm.context_json, m.status, m.superseded_by, m.created_at, m.embedded')
+
+
+@dataclass
+class Identity:
+    """Who this store is at the hub."""
+
+    robot_id: str
+    store_id: str
+
+    def gid(self, memory_id: int) -> str:
+        """Global id of an own memory."""
+        return f'{self.store_id}:{memory_id}'
+
+
+def enable(conn: Any, robot_id: str, outbox_limit: int) -> Identity:
+    """
+    Mark the store as syncing for ``robot_id`` (from now on the triggers queue own changes).
+
+    The first time, every existing own fact is queued (the overflow mark covers what does not
+    fit). A store that belongs to another robot id is refused: two robots would share gids.
+    """
+    current = store.get_meta(conn, 'fleet_robot_id')
+    if current is not None and current != robot_id:
+        raise ConfigError(f'this store syncs as robot {current!r}, not {robot_id!r}; '
+                          'one store belongs to one robot')
+    store.set_meta(conn, 'fleet_outbox_limit', str(int(outbox_limit)))
+    store_id = store.get_meta(conn, 'fleet_store_id')
+    if store_id is None:
+        store_id = uuid.uuid4().hex
+        store.set_meta(conn, 'fleet_store_id', store_id)
+    if current is None:
+        store.set_meta(conn, 'fleet_robot_id', robot_id)
+        conn.execute('INSERT INTO fleet_outbox(memory_id) SELECT id FROM memories '
+                     "WHERE origin = '' AND type = 'fact' ORDER BY id LIMIT ?",
+                     (int(outbox_limit),))
+        if own_fact_count(conn) > outbox_length(conn):
+            mark_overflow(conn)
+    return Identity(robot_id, store_id)
+
+
+def own_fact_count(conn: Any) -> int:
+    """Count own facts (any status)."""
+    return conn.execute("SELECT COUNT(*) FROM memories WHERE origin = '' AND type = 'fact'"
+                        ).fetchone()[0]
+
+
+def outbox_length(conn: Any) -> int:
+    """Queued own changes."""
+    return conn.execute('SELECT COUNT(*) FROM fleet_outbox').fetchone()[0]
+
+
+def overflow(conn: Any) -> int:
+    """Count changes that found the outbox full since the last catch-up (0 = none due)."""
+    return int(store.get_meta(conn, 'fleet_overflow') or 0)
+
+
+def mark_overflow(conn: Any) -> None:
+    """Ask for a catch-up with the hub (what a change that finds the outbox full does)."""
+    conn.execute("INSERT INTO meta(key, value) VALUES ('fleet_overflow', '1') "
+                 'ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1')
+
+
+def clear_overflow(conn: Any, seen: int) -> None:
+    """End a catch-up that started at mark ``seen``; a change that overflowed since keeps it."""
+    conn.execute("DELETE FROM meta WHERE key = 'fleet_overflow' AND CAST(value AS INTEGER) = ?",
+                 (seen,))
+
+
+def outbox_batch(conn: Any, ident: Identity, limit: int, model: str, dim: int
+                 ) -> tuple[list[tuple[int, int]], list[HubRow]]:
+    """Read the oldest queued changes as hub rows, in one snapshot, with their versions."""
+    conn.execute('BEGIN')
+    try:
+        rows = conn.execute(f'SELECT o.memory_id, o.version, {ROW_COLUMNS} FROM fleet_outbox o '
+                            f'LEFT JOIN memories m ON m.id = o.memory_id '
+                            f'ORDER BY o.memory_id LIMIT ?', (int(limit),)).fetchall()
+        keys = [(r['memory_id'], r['version']) for r in rows]
+        present = [r for r in rows if r['type'] is not None]
+        return keys, hub_rows(conn, ident, present, model, dim)
+    finally:
+        conn.execute('COMMIT')
+
+
+def hub_rows(conn: Any, ident: Identity, rows: Sequence[Any], model: str, dim: int
+             ) -> list[HubRow]:
+    """Own memory rows (``memory_id`` + ROW_COLUMNS) as hub rows with their vectors."""
+    ids = [r['memory_id'] for r in rows if r['embedded'] == 1 and r['status'] == 'active']
+    vectors = store.get_vectors(conn, ids)
+    out = []
+    for r in rows:
+        vector = vectors.get(r['memory_id'])
+        if vector is not None and len(vector) != dim:
+            vector = None  # the hub holds another dimension: text only there
+        out.append(HubRow(
+            gid=ident.gid(r['memory_id']), robot_id=ident.robot_id, collection=r['collection'],
+            type=r['type'], content=r['content'], category=r['category'], kind=r['kind'],
+            confidence=r['confidence'], context=json.loads(r['context_json']),
+            status=r['status'], created_at=r['created_at'],
+            model=model if vector is not None else '', embedding=vector,
+            superseded_by=(ident.gid(r['superseded_by']) if r['superseded_by'] else None)))
+    return out
+
+
+def acknowledge(conn: Any, keys: Sequence[tuple[int, int]]) -> None:
+    """Drop pushed entries unless they changed again after they were read."""
+    conn.executemany('DELETE FROM fleet_outbox WHERE memory_id = ? AND version = ?', keys)
+
+
+def own_rows_after(conn: Any, after_id: int, limit: int) -> list[Any]:
+    """Own facts after ``after_id`` in id order (the catch-up walk)."""
+    return conn.execute(
+        f'SELECT m.id AS memory_id, {ROW_COLUMNS} FROM memories m '
+        "WHERE m.origin = '' AND m.type = 'fact' AND m.id > ? ORDER BY m.id LIMIT ?",
+        (int(after_id), int(limit))).fetchall()
+
+
+def watermark(conn: Any) -> Watermark:
+    """Return the hub position pulled so far."""
+    raw = store.get_meta(conn, 'fleet_watermark')
+    if raw is None:
+        return (0, 0)
+    txid, seq = raw.split(':')
+    return int(txid), int(seq)
+
+
+def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
+                 config: MemoryConfig, model: str, dim: int, vectors_ok: bool,
+                 now: float) -> int:
+    """
+    Store other robots' rows locally and advance the watermark, in the caller's transaction.
+
+    A new row that local dedup judges a duplicate of a memory already here (its own or pulled
+    earlier) is not stored again: the existing memory is reinforced and its history names the
+    robot. Rows embedded with another model keep no vector; the embed timer re-embeds them.
+    Return how many pulled facts were such duplicates.
+    """
+    duplicates = 0
+    for _, row in batch:
+        vector = _usable_vector(row, model, dim) if vectors_ok else None
+        local = conn.execute('SELECT id, status, content FROM memories WHERE gid = ?',
+                             (row.gid,)).fetchone()
+        if local is not None:
+            _update_pulled(conn, local, row, vector, now)
+        elif row.status == 'active' and row.type == 'fact':
+            verdict = dedup.check(conn, row.content, collection=row.collection, session_id='',
+                                  vector=vector, config=config, now=now)
+            if verdict.is_duplicate:
+                conn.execute('UPDATE memories SET reinforce_count = reinforce_count + 1, '
+                             'last_seen = ? WHERE id = ?', (now, verdict.existing_id))
+                store.add_history(conn, verdict.existing_id, 'reinforce', created_at=now,
+                                  actor=f'fleet:{row.robot_id}',
+                                  reason=f'robot {row.robot_id} learned it too '
+                                         f'({verdict.method})', details={'gid': row.gid})
+                duplicates += 1
+            else:
+                _insert_pulled(conn, row, vector, vectors_ok)
+    if batch:
+        txid, seq = batch[-1][0]
+        store.set_meta(conn, 'fleet_watermark', f'{txid}:{seq}')
+    return duplicates
+
+
+def _usable_vector(row: HubRow, model: str, dim: int) -> np.ndarray | None:
+    """Use a pulled vector only when the same model made it; never compare across models."""
+    if row.embedding is None or row.model != model:
+        return None
+    return row.embedding if len(row.embedding) == dim else None
+
+
+def _insert_pulled(conn: Any, row: HubRow, vector: np.ndarray | None, vectors_ok: bool) -> None:
+    memory_id = store.insert_memory(
+        conn, type_=row.type, content=row.content, collection=row.collection, session_id='',
+        category=row.category, perception_type='', kind=row.kind, confidence=row.confidence,
+        context=row.context, created_at=row.created_at, tags=['fleet', f'fleet:{row.robot_id}'],
+        origin=row.robot_id, gid=row.gid)
+    if vectors_ok and vector is not None:
+        store.put_vector(conn, memory_id, vector)
+
+
+def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None,
+                   now: float) -> None:
+    """Follow the origin's change of a pulled memory (text, labels, status)."""
+    if local['status'] != 'active':
+        return  # statuses only move forward
+    memory_id = local['id']
+    if row.status != 'active':
+        store.set_status(conn, memory_id, row.status, now=now)
+        store.add_history(conn, memory_id, row.status, created_at=now,
+                          actor=f'fleet:{row.robot_id}', reason='changed by its origin robot')
+        return
+    conn.execute('UPDATE memories SET category = ?, kind = ? WHERE id = ?',
+                 (row.category, row.kind, memory_id))
+    if row.content != local['content']:
+        conn.execute('SAVEPOINT pulled')
+        try:
+            store.replace_content(conn, memory_id, row.content, row.context)
+        except IntegrityError:  # the new text equals another active fact here: that one stands
+            conn.execute('ROLLBACK TO pulled')
+            conn.execute('RELEASE pulled')
+            store.set_status(conn, memory_id, 'superseded', now=now)
+            return
+        conn.execute('RELEASE pulled')
+        if vector is not None:
+            store.put_vector(conn, memory_id, vector)
+        store.add_history(conn, memory_id, 'update', created_at=now, old_content=local['content'],
+                          new_content=row.content, actor=f'fleet:{row.robot_id}',
+                          reason='changed by its origin robot')

@@ -1,0 +1,458 @@
+"""
+Fleet memory against a real PostgreSQL + pgvector hub (the bundled server, started per run).
+
+Every robot is a real engine on its own SQLite file with its own database role; nothing is
+mocked. Waits are hang guards (``wait_until``), never speed assertions: the propagation
+latency is measured by bench/bench_fleet.py.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+
+from conftest import PACKAGE_DIR, wait_until
+from fleet_helpers import hub_rows, own_facts, Robot, unique
+import pytest
+
+pytest.importorskip('psycopg', reason='fleet extra not installed '
+                    '(pip install -r requirements/fleet.txt)')
+
+from robotmem_ros.config import MemoryConfig  # noqa: E402
+from robotmem_ros.errors import ConfigError, StorageError  # noqa: E402
+from robotmem_ros.fleet import hub as hubmod  # noqa: E402
+from robotmem_ros.fleet import local_store  # noqa: E402
+from robotmem_ros.fleet.recall import fleet_recall  # noqa: E402
+from robotmem_ros.fleet.settings import FleetSettings  # noqa: E402
+
+FACT = 'glass plates slip out of the gripper at 5 N grip force'
+
+
+@pytest.fixture
+def robots(fleet_hub, tmp_path):
+    """Make robots on the shared hub; all are closed at teardown."""
+    made: list[Robot] = []
+
+    def make(prefix: str, collections: list[str], **kwargs) -> Robot:
+        robot = Robot(fleet_hub, tmp_path, unique(prefix), collections, **kwargs)
+        made.append(robot)
+        return robot
+
+    yield make
+    for robot in made:
+        robot.close()
+
+
+def _texts(result) -> list[str]:
+    return [m.content for m in result.memories]
+
+
+def test_a_learns_b_recalls_after_sync(robots):
+    cell = unique('cell')
+    a, b = robots('a', [cell], embed=True), robots('b', [cell], embed=True)
+    learned = a.engine.learn(FACT, context={'task': {'name': 'unload'}})
+    assert b.engine.recall('glass plate grip force').memories == []
+    a.sync.sync_once()
+    b.sync.sync_once()
+    hit = b.engine.recall('glass plate grip force').memories
+    assert [m.content for m in hit] == [FACT]
+    assert hit[0].origin == a.robot_id and hit[0].context == {'task': {'name': 'unload'}}
+    assert 'fleet' in hit[0].tags
+    # The pulled copy carries A's vector (same model): B's vector channel finds it.
+    assert b.engine.recall('plates slipping from the fingers').memories
+    # Own / fleet / one robot, per request and by parameter.
+    assert _texts(b.engine.recall('glass plate', context_filter={'origin': 'own'})) == []
+    assert _texts(b.engine.recall('glass plate', context_filter={'origin': 'fleet'})) == [FACT]
+    assert _texts(b.engine.recall('glass plate',
+                                  context_filter={'origin': a.robot_id})) == [FACT]
+    assert _texts(b.engine.recall('glass plate', context_filter={'origin': 'robot_x'})) == []
+    b.engine.set_config(b.engine.config.replace(recall_scope='own'))
+    assert _texts(b.engine.recall('glass plate')) == []
+    assert _texts(a.engine.recall('glass plate')) == [FACT]
+    # Pulled rows are never pushed back: B has nothing queued, the hub has one row.
+    assert local_store.outbox_length(b.engine.db.reader()) == 0
+    b.sync.sync_once()
+    assert list(hub_rows_content(a, b)) == [(a.robot_id, FACT)]
+    assert learned.status == 'created'
+
+
+def hub_rows_content(*robots_):
+    for robot in robots_:
+        conn = hubmod.connect(robot.url)
+        try:
+            yield from conn.execute('SELECT robot_id, content FROM robotmem.memories '
+                                    'WHERE robot_id = %s', (robot.robot_id,)).fetchall()
+        finally:
+            conn.close()
+
+
+def test_sync_threads_propagate_through_notify(robots):
+    cell = unique('cell')
+    a = robots('a', [cell], period=0.2)
+    b = robots('b', [cell], period=30.0)  # a long period: only the hub's NOTIFY wakes B
+    a.sync.start()
+    b.sync.start()
+    assert wait_until(lambda: b.sync.status().connected)
+    a.engine.learn(FACT)
+    a.sync.wake()
+    assert wait_until(lambda: _texts(b.engine.recall('glass plates')) == [FACT])
+    status = b.sync.status()
+    assert status.connected and status.pulled == 1 and status.last_pull > 0
+    assert status.lag_s >= 0 and status.error == ''
+
+
+def test_status_changes_follow_the_origin(robots):
+    cell = unique('cell')
+    a, b = robots('a', [cell]), robots('b', [cell])
+    kept = a.engine.learn('the blue bin is full on fridays').memory_id
+    gone = a.engine.learn('the conveyor stops when the light curtain trips').memory_id
+    a.sync.sync_once()
+    b.sync.sync_once()
+    assert len(b.engine.recall('blue bin conveyor light').memories) == 2
+    a.engine.forget(gone, 'wrong cell')
+    a.engine.update(kept, 'the blue bin is full on mondays')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    assert _texts(b.engine.recall('blue bin conveyor light')) == [
+        'the blue bin is full on mondays']
+    assert sorted(s for _, s in hub_rows_content_status(a)) == ['active', 'forgotten']
+
+
+def hub_rows_content_status(robot):
+    conn = hubmod.connect(robot.url)
+    try:
+        return conn.execute('SELECT content, status FROM robotmem.memories WHERE robot_id = %s',
+                            (robot.robot_id,)).fetchall()
+    finally:
+        conn.close()
+
+
+def test_hub_down_learning_goes_on_outbox_bounded_then_drains(fleet_hub, robots):
+    cell = unique('cell')
+    a = robots('a', [cell], period=0.1, outbox_limit=5, batch_size=4)
+    b = robots('b', [cell])
+    a.engine.learn('fact number zero about the loading dock')
+    a.sync.start()
+    assert wait_until(lambda: a.sync.status().outbox == 0 and a.sync.status().connected)
+    fleet_hub.stop()
+    try:
+        assert wait_until(lambda: not a.sync.status().connected)
+        texts = [f'fact number {i} about pallet {i * 7} in aisle {i}' for i in range(1, 13)]
+        for text in texts:
+            assert a.engine.learn(text).status == 'created'
+        assert _texts(a.engine.recall('pallet 21 aisle 3', n=1)) == [texts[2]]
+        a.engine.forget(a.engine.recall('pallet 7 aisle 1', n=1).memories[0].id)
+        status = a.sync.status()
+        assert not status.connected and status.error
+        assert status.outbox == 5 and status.outbox_full
+    finally:
+        fleet_hub.start()
+    assert wait_until(lambda: (lambda s: s.outbox == 0 and not s.outbox_full
+                               and s.connected)(a.sync.status()))
+    rows = hub_rows(fleet_hub, a.robot_id)
+    local = own_facts(a.engine)
+    assert len(rows) == len(local) == 13
+    assert sorted(s for _, s in rows.values()) == sorted(local.values())
+    assert len({content for content, _ in rows.values()}) == 13
+    b.sync.sync_once()
+    assert len(b.engine.recall('fact number pallet aisle', n=20).memories) == 12
+
+
+KILL_SCRIPT = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+from engine_helpers import make_engine
+from robotmem_ros.fleet import local_store
+from robotmem_ros.fleet.settings import FleetSettings
+from robotmem_ros.fleet.sync import FleetSync
+engine = make_engine(__import__('pathlib').Path(sys.argv[3]), name=sys.argv[4] + '.db',
+                     collection=sys.argv[5])
+sync = FleetSync(engine, FleetSettings(sys.argv[6], None, sys.argv[4], (sys.argv[5],), 1.0,
+                                       10, 10_000))
+ids = [engine.learn(f'bin {i} holds {i * 3} bolts of size M{i}').memory_id for i in range(40)]
+engine.forget(ids[5])
+acked = local_store.acknowledge
+def crash_after_hub_commit(conn, keys):
+    acked(conn, keys)
+    if len(keys) and sum(1 for _ in conn.execute('SELECT 1 FROM fleet_outbox')) < 25:
+        os.kill(os.getpid(), signal.SIGKILL)  # the hub committed, the robot dies mid-push
+local_store.acknowledge = crash_after_hub_commit
+sync.push_all()
+print('finished without being killed')
+"""
+
+
+def test_kill_9_mid_push_then_hub_and_robot_agree(fleet_hub, tmp_path, robots):
+    cell, robot_id = unique('cell'), unique('k')
+    url = fleet_hub.add_robot(robot_id, [cell])
+    script = tmp_path / 'kill_mid_push.py'
+    script.write_text(KILL_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(PACKAGE_DIR),
+                                                       os.environ.get('PYTHONPATH', '')]))
+    proc = subprocess.run([sys.executable, str(script), str(PACKAGE_DIR),
+                           str(pathlib.Path(__file__).parent), str(tmp_path), robot_id, cell,
+                           url], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    before = hub_rows(fleet_hub, robot_id)
+    assert 0 < len(before) < 40  # it died part way through the push
+    # Restart: same store, same robot id.
+    from engine_helpers import make_engine
+    from robotmem_ros.fleet.sync import FleetSync
+    engine = make_engine(tmp_path, name=f'{robot_id}.db', collection=cell)
+    try:
+        sync = FleetSync(engine, FleetSettings(url, None, robot_id, (cell,), 1.0, 10, 10_000))
+        sync.sync_once()
+        sync.stop()
+        after = hub_rows(fleet_hub, robot_id)
+        local = own_facts(engine)
+        assert len(after) == len(local) == 40
+        ident = local_store.Identity(robot_id, engine.db.reader().execute(
+            "SELECT value FROM meta WHERE key = 'fleet_store_id'").fetchone()[0])
+        assert {ident.gid(i): s for i, s in local.items()} == {
+            g: s for g, (_, s) in after.items()}
+        assert sorted(local.values()).count('forgotten') == 1
+        assert local_store.outbox_length(engine.db.reader()) == 0
+    finally:
+        engine.close()
+
+
+def test_three_robots_same_fact_at_once(fleet_hub, robots):
+    cell = unique('cell')
+    fleet = [robots(p, [cell], embed=True) for p in ('a', 'b', 'c')]
+    barrier = threading.Barrier(3)
+    results = {}
+
+    def learn(robot):
+        barrier.wait()
+        results[robot.robot_id] = robot.engine.learn(FACT).status
+
+    threads = [threading.Thread(target=learn, args=(r,)) for r in fleet]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert set(results.values()) == {'created'}
+    for robot in fleet:
+        robot.sync.sync_once()
+    for robot in fleet:
+        robot.sync.sync_once()
+    with fleet_hub.connect_admin() as conn:
+        per_robot = conn.execute('SELECT robot_id, count(*) FROM robotmem.memories '
+                                 'WHERE collection = %s GROUP BY 1', (cell,)).fetchall()
+    assert dict(per_robot) == {r.robot_id: 1 for r in fleet}
+    for robot in fleet:
+        rows = robot.engine.db.reader().execute(
+            "SELECT origin, reinforce_count FROM memories WHERE type = 'fact'").fetchall()
+        assert [tuple(r) for r in rows] == [('', 2)]  # its own, confirmed by the two others
+        assert robot.sync.status().duplicates == 2
+        history = robot.engine.history(1)
+        assert {h['actor'] for h in history if h['event'] == 'reinforce'} == {
+            f'fleet:{r.robot_id}' for r in fleet if r is not robot}
+
+
+def test_unshared_collections_never_leave_the_robot(fleet_hub, robots):
+    cell = unique('cell')
+    a = robots('a', [cell])
+    a.engine.learn('the operator badge code is 1234', collection=unique('private'))
+    a.engine.learn('the cell door sticks in the morning')
+    a.sync.sync_once()
+    assert [c for c, _ in hub_rows(fleet_hub, a.robot_id).values()] == [
+        'the cell door sticks in the morning']
+    assert local_store.outbox_length(a.engine.db.reader()) == 0
+    a.sync.request_catch_up()
+    assert a.sync.push_all() == 0
+
+
+def test_row_level_security(fleet_hub, robots):
+    cell, secret = unique('cell'), unique('secret')
+    a = robots('a', [cell, secret])
+    b = robots('b', [cell])  # granted cell only
+    a.engine.learn('the spare gripper is in locker 4', collection=cell)
+    a.engine.learn('the admin pin of the cell controller is 7431', collection=secret)
+    a.sync.sync_once()
+    conn = hubmod.connect(b.url)
+    try:
+        visible = conn.execute('SELECT robot_id, collection FROM robotmem.memories '
+                               'WHERE robot_id = %s', (a.robot_id,)).fetchall()
+        assert visible == [(a.robot_id, cell)]  # cannot read the ungranted collection
+        gid = conn.execute('SELECT gid FROM robotmem.memories WHERE robot_id = %s',
+                           (a.robot_id,)).fetchone()[0]
+        changed = conn.execute("UPDATE robotmem.memories SET status = 'forgotten' "
+                               'WHERE gid = %s', (gid,))
+        assert changed.rowcount == 0  # another robot's row cannot be altered
+        forged = hubmod.HubRow(gid + 'x', a.robot_id, cell, 'fact', 'forged', '', 'semantic',
+                               1.0, {}, 'active', 0.0, '', None)
+        with pytest.raises(hubmod.HubError, match='row-level security'):
+            hubmod.push(conn, [forged])  # nor written in its name
+        overwrite = hubmod.HubRow(gid, b.robot_id, cell, 'fact', 'overwritten', '',
+                                  'semantic', 1.0, {}, 'active', 0.0, '', None)
+        with pytest.raises(hubmod.HubError, match='row-level security'):
+            hubmod.push(conn, [overwrite])  # an upsert on its gid is refused too
+        with pytest.raises(hubmod.HubError):
+            conn.execute('DELETE FROM robotmem.memories')
+        with pytest.raises(hubmod.HubError):
+            conn.execute('SELECT * FROM robotmem.grants')
+    finally:
+        conn.close()
+    b.sync.sync_once()
+    assert _texts(b.engine.recall('locker gripper pin controller')) == [
+        'the spare gripper is in locker 4']
+    assert [c for _, (c, _) in hub_rows(fleet_hub, a.robot_id).items()
+            if 'pin' in c] == ['the admin pin of the cell controller is 7431']
+
+
+def test_other_model_is_stored_without_vector_until_reembedded(fleet_hub, robots):
+    cell = unique('cell')
+    a, b = robots('a', [cell]), robots('b', [cell], embed=True)
+    conn = hubmod.connect(a.url)
+    try:
+        import numpy as np
+        vector = np.ones(384, dtype=np.float32)
+        hubmod.push(conn, [hubmod.HubRow(f'{a.robot_id}:ext:1', a.robot_id, cell, 'fact',
+                                         'the torque wrench lives in drawer 2', 'observation',
+                                         'semantic', 0.8, {}, 'active', 0.0,
+                                         'some-other-model', vector)])
+    finally:
+        conn.close()
+    b.sync.sync_once()
+    row = b.engine.db.reader().execute(
+        "SELECT id, embedded FROM memories WHERE origin != ''").fetchone()
+    assert row['embedded'] == 0  # no foreign vector stored
+    from robotmem_ros.engine import store
+    assert store.get_vectors(b.engine.db.reader(), [row['id']]) == {}
+    assert _texts(b.engine.recall('torque wrench drawer')) == [
+        'the torque wrench lives in drawer 2']
+    assert b.engine.embed_pending() == 1  # re-embedded with B's own model
+    assert len(store.get_vectors(b.engine.db.reader(), [row['id']])[row['id']]) == 384
+
+
+def test_hub_recall_fuses_text_and_vectors(robots):
+    cell = unique('cell')
+    a = robots('a', [cell], embed=True)
+    b = robots('b', [cell], embed=True)
+    for text in (FACT, 'the forklift charger is behind door 3',
+                 'cardboard boxes tear when lifted by one corner'):
+        a.engine.learn(text)
+    b.engine.learn('the glass plates come in crates of twelve')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    conn = hubmod.connect(b.url)
+    try:
+        query = 'plates slipping out of the gripper'
+        vector = b.engine.embedding.embed_query(query)
+        hits = fleet_recall(conn, query, [cell], 3, vector=vector,
+                            model=b.engine.embedding.model_id, rrf_k=60)
+        assert hits[0]['content'] == FACT and hits[0]['robot_id'] == a.robot_id
+        assert hits[0]['channels'] == ['bm25', 'vector'] and hits[0]['score'] == 1.0
+        text_only = fleet_recall(conn, 'forklift charger', [cell], 3, vector=None, model='',
+                                 rrf_k=60)
+        assert [h['content'] for h in text_only] == ['the forklift charger is behind door 3']
+        assert fleet_recall(conn, 'forklift', [unique('nothing')], 3, vector=None, model='',
+                            rrf_k=60) == []
+    finally:
+        conn.close()
+
+
+def test_store_without_fleet_queues_nothing(engine):
+    engine.learn('no fleet here: the store behaves as before')
+    reader = engine.db.reader()
+    assert local_store.outbox_length(reader) == 0
+    assert local_store.overflow(reader) == 0
+    assert engine.recall('fleet store').memories[0].origin == ''
+
+
+def test_settings_keep_credentials_out_of_parameters(tmp_path, monkeypatch):
+    base = MemoryConfig(fleet_robot_id='r1')
+    with pytest.raises(ConfigError, match='password'):
+        FleetSettings.from_config(base.replace(fleet_url='postgresql://r1:secret@hub/db'))
+    with pytest.raises(ConfigError, match='password'):
+        FleetSettings.from_config(base.replace(fleet_url='host=hub password=secret'))
+    with pytest.raises(ConfigError, match='fleet_robot_id'):
+        FleetSettings.from_config(base.replace(fleet_url='postgresql://r1@hub/db',
+                                               fleet_robot_id='bad id'))
+    secret = tmp_path / 'pw'
+    secret.write_text('from-file\n')
+    url = 'postgresql://r1@hub/db?sslmode=verify-full'
+    monkeypatch.setenv('ROBOTMEM_FLEET_PASSWORD', 'from-env')
+    assert FleetSettings.from_config(base.replace(fleet_url=url)).password == 'from-env'
+    settings = FleetSettings.from_config(base.replace(fleet_url=url,
+                                                      fleet_password_file=str(secret)))
+    assert settings.password == 'from-file' and settings.collections == ('default',)
+    with pytest.raises(ConfigError, match='cannot read'):
+        FleetSettings.from_config(base.replace(fleet_url=url,
+                                               fleet_password_file=str(tmp_path / 'none')))
+
+
+def test_unreachable_hub_is_a_typed_error_and_never_blocks_learning(tmp_path, fleet_hub):
+    from engine_helpers import make_engine
+    from robotmem_ros.fleet.sync import FleetSync
+    engine = make_engine(tmp_path)
+    sync = FleetSync(engine, FleetSettings(f'postgresql://nobody@/postgres?host={tmp_path}',
+                                           None, 'r_offline', ('default',), 0.1, 10, 100))
+    try:
+        with pytest.raises(StorageError, match='unreachable'):
+            sync.sync_once()
+        sync.start()
+        assert engine.learn('learning works with no hub at all').status == 'created'
+        assert wait_until(lambda: sync.status().error != '')
+        assert sync.status().outbox == 1 and not sync.status().connected
+    finally:
+        sync.stop()
+        engine.close()
+
+
+def test_a_store_belongs_to_one_robot(tmp_path, fleet_hub):
+    from engine_helpers import make_engine
+    from robotmem_ros.fleet.sync import FleetSync
+    engine = make_engine(tmp_path)
+    try:
+        FleetSync(engine, FleetSettings('postgresql://x@/y', None, 'r1', ('default',), 1.0, 10,
+                                        10)).stop()
+        with pytest.raises(ConfigError, match='one store belongs to one robot'):
+            FleetSync(engine, FleetSettings('postgresql://x@/y', None, 'r2', ('default',),
+                                            1.0, 10, 10))
+    finally:
+        engine.close()
+
+
+def test_cli_fleet_status_push_pull_recall(fleet_hub, tmp_path, capsys, robots):
+    import json
+    from robotmem_ros.cli.main import main
+    cell = unique('cell')
+    b = robots('b', [cell])
+    robot_id = unique('cli')
+    assert main(['fleet', 'add-robot', robot_id, '--grant', cell, '--url',
+                 fleet_hub.admin_url, '--json']) == 0
+    url = fleet_hub.url(robot_id)
+    db = str(tmp_path / 'cli.db')
+    assert main(['learn', 'the torque sensor drifts after two hours', '--collection', cell,
+                 '--db', db, '--embed-backend', 'none']) == 0
+    capsys.readouterr()
+
+    def run(*argv):
+        code = main(['fleet', *argv, '--url', url, '--db', db, '--json',
+                     '--embed-backend', 'none'])
+        return code, json.loads(capsys.readouterr().out)
+
+    code, status = run('status', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and status['outbox'] == 1 and status['watermark'] == '0:0'
+    code, pushed = run('push', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and pushed['pushed'] == 1 and pushed['outbox'] == 0
+    b.engine.learn('the torque sensor of robot b is fine', collection=cell)
+    b.sync.sync_once()
+    code, pulled = run('pull', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and pulled['pulled'] == 1
+    code, full = run('push', '--full', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and full['pushed'] == 0  # hub and robot already agree
+    code, found = run('recall', 'does the torque sensor drift after hours', '--collections', cell)
+    assert code == 0 and found['mode'] == 'bm25_only'
+    assert found['memories'][0]['content'] == 'the torque sensor drifts after two hours'
+    assert {m['robot_id'] for m in found['memories']} == {robot_id, b.robot_id}
+    assert main(['fleet', 'status', '--url', 'postgresql://x:pw@h/db', '--db', db,
+                 '--robot-id', robot_id]) == 1
+    assert 'must not contain a password' in capsys.readouterr().err
