@@ -2,14 +2,16 @@
 Fresh-client calls: how often DDS loses a service answer, and whether a caller ever notices.
 
 N worker processes each make ``--calls`` calls (Learn and Recall alternating) against one
-memory node, every call from a client process of its own (forked: a new DDS participant,
-node and client that call at once) — the case in which the node's response writer may not yet be matched with the client's
-response reader, so the answer is lost although the request ran. Each call goes through the
-client library's re-send loop (``robotmem_ros.client.resend``, what MemoryClient uses) and
-reports how many copies it took; ``--no-resend`` sends one copy and waits the whole timeout,
-which measures the raw loss rate. Reported: unanswered calls, calls that needed a second copy,
-Learn copies that the node applied twice (must be 0), "failed to send response" lines in the
-node log.
+memory node, every call from a client process of its own (forked: a new DDS participant, node
+and client that call at once) — the case in which the node's response writer may not yet be
+matched with the client's response reader, so the answer is lost although the request ran.
+Each call goes through the client library's re-send loop (``robotmem_ros.client.resend``,
+what MemoryClient uses) and reports how many copies it took; ``--no-resend`` sends one copy
+and waits the whole timeout, which measures the raw loss rate. Reported: unanswered calls
+(copies sent, none answered: what re-sending must bring to 0), calls whose new participant
+never saw the server within the timeout (discovery, no request sent), client processes that
+failed, calls that needed a second copy, Learn copies that the node applied twice (must be
+0), "failed to send response" lines in the node log.
 
     python bench/bench_fresh_clients.py [--workers 8] [--calls 250] [--no-resend]
 """
@@ -43,17 +45,20 @@ def worker(prefix: str, worker_id: int, calls: int, resend: bool) -> dict[str, A
     import robotmem_msgs.srv  # noqa: F401
     import robotmem_ros.client.resend  # noqa: F401
     copies_needed: list[int] = []
-    unanswered = 0
+    misses = {'unanswered': 0, 'no_server_seen': 0, 'client_failed': 0}
     learned: dict[str, int] = {}  # facts the node said it created
     for i in range(calls):
         outcome = _in_child(lambda: one_call(prefix, worker_id, i, resend))
-        if outcome is None or outcome['response'] is None:
-            unanswered += 1
+        if outcome is None or 'error' in outcome:
+            misses['client_failed'] += 1
+            continue
+        if outcome['response'] is None:  # copies sent and none answered, or none could be
+            misses['unanswered' if outcome['copies'] else 'no_server_seen'] += 1
             continue
         copies_needed.append(outcome['copies'])
         if outcome['response'].get('status') == 'created':
             learned[outcome['insight']] = outcome['response']['memory_id']
-    return {'unanswered': unanswered, 'copies': copies_needed, 'learned': learned}
+    return {**misses, 'copies': copies_needed, 'learned': learned}
 
 
 def one_call(prefix: str, worker_id: int, i: int, resend: bool) -> dict[str, Any]:
@@ -136,6 +141,8 @@ def run(workers: int, calls: int, resend: bool, work: pathlib.Path) -> dict[str,
     log = (work / 'node.log').read_text(errors='replace')
     return {'workers': workers, 'calls': workers * calls, 'resend': resend,
             'unanswered': sum(r['unanswered'] for r in results),
+            'no_server_seen': sum(r['no_server_seen'] for r in results),
+            'client_failed': sum(r['client_failed'] for r in results),
             'needed_second_copy': sum(1 for c in copies if c > 1),
             'max_copies': max(copies, default=0),
             'learn_created': len(learned),
