@@ -9,6 +9,7 @@ every fact a worker was told was created is stored, and the store passes ``docto
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import pathlib
@@ -29,6 +30,7 @@ WORDS = ('gripper shelf table drawer bottle sponge tray bolt cable camera lidar 
          'towel rope hammer saw brush broom fan heater sensor').split()
 WORKER_GUARD_S = 900.0  # hang guard for a whole worker, never a speed assertion
 CALL_GUARD_S = 60.0     # hang guard for one call (re-sends included)
+FAST_GUARD_S = 240.0    # a fast run's worker dumps its stack below pytest's 300 s timeout
 
 
 def worker(prefix: str, worker_id: int, calls: int, seed: int) -> dict[str, Any]:
@@ -73,13 +75,11 @@ def worker(prefix: str, worker_id: int, calls: int, seed: int) -> dict[str, Any]
                     created[result.memory_id] = insight
         except MemoryClientError as exc:
             failures.append(f'{kind}: {exc}')
-    memory.close()
-    node.destroy_node()
-    rclpy.shutdown()
     return {'failures': failures, 'created': created, 'counts': counts}
 
 
-def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int) -> dict[str, Any]:
+def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int,
+             guard_s: float = FAST_GUARD_S) -> dict[str, Any]:
     """Start one node and ``workers`` client processes; check the store afterwards."""
     node = start_node(embed_backend='onnx')
     env = dict(os.environ)
@@ -87,7 +87,7 @@ def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int) -> di
     env['PYTHONPATH'] = os.pathsep.join([str(here.parent), str(here), env.get('PYTHONPATH', '')])
     seed = random.randrange(1 << 30)
     procs = [subprocess.Popen([sys.executable, __file__, node.prefix, str(w), str(calls),
-                               str(seed + w)], env=env, stdin=subprocess.PIPE,
+                               str(seed + w), str(guard_s)], env=env, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for w in range(workers)]
     try:
@@ -146,9 +146,16 @@ def test_four_processes_mixed_calls(start_node, tmp_path):
 @pytest.mark.timeout(3600)
 def test_eight_processes_soak(start_node, tmp_path):
     """Run 8 x 500 mixed calls, as the issue asks."""
-    run_load(start_node, tmp_path, workers=8, calls=500)
+    run_load(start_node, tmp_path, workers=8, calls=500, guard_s=WORKER_GUARD_S)
 
 
 if __name__ == '__main__':
+    # A worker that hangs prints where (stderr reaches the assertion) well before the test's
+    # own timeout, instead of leaving a bare timeout in the parent.
+    faulthandler.dump_traceback_later(float(sys.argv[5]), exit=True)
     outcome = worker(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
     print(json.dumps(outcome), flush=True)
+    # Leave without tearing DDS down: what this test checks is done, and Fast DDS's writer
+    # teardown has deadlocked under load (seen in bench_fresh_clients), which would hang the
+    # parent's wait on a worker that finished its calls.
+    os._exit(0)
