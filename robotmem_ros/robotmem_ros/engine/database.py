@@ -142,20 +142,26 @@ class Database:
                     raise classify(exc, self.path) from exc
             else:
                 self._begin_within(conn, wait_s, on_wait)
-            try:
+            with self._committed(conn):
                 yield conn
-            except BaseException:
-                # SQLite may already have rolled back (SQLITE_FULL, IOERR): a second
-                # ROLLBACK would fail and hide the error that explains what went wrong.
-                if conn.in_transaction:
-                    conn.execute('ROLLBACK')
-                raise
-            try:
-                conn.execute('COMMIT')
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute('ROLLBACK')
-                raise classify(exc, self.path) from exc
+
+    @contextlib.contextmanager
+    def _committed(self, conn: Any) -> Iterator[None]:
+        """Close the open transaction of ``conn``: COMMIT after the body, ROLLBACK on error."""
+        try:
+            yield
+        except BaseException:
+            # SQLite may already have rolled back (SQLITE_FULL, IOERR): a second
+            # ROLLBACK would fail and hide the error that explains what went wrong.
+            if conn.in_transaction:
+                conn.execute('ROLLBACK')
+            raise
+        try:
+            conn.execute('COMMIT')
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute('ROLLBACK')
+            raise classify(exc, self.path) from exc
 
     def _begin_within(self, conn: Any, wait_s: float,
                       on_wait: Callable[[str], None] | None) -> None:
@@ -208,18 +214,8 @@ class Database:
             if conn is None:
                 yield None
                 return
-            try:
+            with self._committed(conn):
                 yield conn
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute('ROLLBACK')
-                raise
-            try:
-                conn.execute('COMMIT')
-            except sqlite3.Error as exc:
-                if conn.in_transaction:
-                    conn.execute('ROLLBACK')
-                raise classify(exc, self.path) from exc
         finally:
             self._write_lock.release()
 
