@@ -18,7 +18,7 @@ def own_client():
 
 def test_spin_thread_survives_an_invalid_handle_race(own_client: RosClient) -> None:
     """
-    rclpy raises InvalidHandle in spin_once when a test thread destroys an entity mid-wait.
+    The executor raises InvalidHandle when a test thread destroys an entity mid-wait.
 
     The error is injected here (the real race needs minutes of churn to show); the spin thread
     must log it, keep spinning, and still deliver a message afterwards.
