@@ -160,7 +160,7 @@ class EngineBench:
                 self.pre.add(queries, self.real.embed(queries))
 
             def one(q: str) -> None:
-                result = engine.recaller.recall(
+                result = engine.recall(
                     q, kwargs['n'], -1.0, '', kwargs.get('context_filter', ''),
                     kwargs.get('spatial_sort', ''), engine.config.collection, channels=channels)
                 hits.append(result.total)

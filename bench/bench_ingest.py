@@ -101,7 +101,7 @@ class Client:
     def watch_status(self, namespace: str) -> Any:
         """Keep the latest NodeStatus of the node in ``self.status``."""
         from robotmem_msgs.msg import NodeStatus
-        from robotmem_ros.node.status import LATCHED
+        from robotmem_ros.wire import LATCHED
         self.status = None
         return self.node.create_subscription(
             NodeStatus, f'{namespace}/robotmem/status',

@@ -59,7 +59,7 @@ def run_round(work: pathlib.Path, rate: float, batch: int, flush: float,
         backlog[0] = max(backlog[0], msg.perception_received - msg.perception_written)
 
     from robotmem_msgs.msg import NodeStatus
-    from robotmem_ros.node.status import LATCHED
+    from robotmem_ros.wire import LATCHED
     sub = client.node.create_subscription(NodeStatus, f'{node.namespace}/robotmem/status',
                                           on_status, LATCHED)
     stop, sent = threading.Event(), [0]

@@ -137,8 +137,7 @@ def run_queries(engine: MemoryEngine, corpus: Corpus, memory_of: dict[str, int],
             rel = {memory_of[k] for k in corpus.qrels.get(qid, ()) if k in memory_of}
             if not rel:
                 continue
-            result = engine.recaller.recall(text, 10, 0.0, '', '', '', collection,
-                                            channels=channels)
+            result = engine.recall(text, 10, 0.0, collection=collection, channels=channels)
             latencies.append(result.query_ms)
             ranked.setdefault(group, []).append([m.id for m in result.memories])
             relevant.setdefault(group, []).append(rel)

@@ -151,7 +151,7 @@ class NodeProcess:
     def status(self, predicate: Callable[[Any], bool] = lambda s: s.ready) -> Any:
         """Wait for a NodeStatus satisfying ``predicate`` (latched, so no race at start)."""
         from robotmem_msgs.msg import NodeStatus
-        from robotmem_ros.node.status import LATCHED
+        from robotmem_ros.wire import LATCHED
         if self.proc.poll() is not None:
             raise AssertionError(f'node exited with {self.proc.returncode}:\n{self.log()}')
         return self.client.wait_for(NodeStatus, f'{self.prefix}/status', predicate, LATCHED)

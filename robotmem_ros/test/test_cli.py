@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import MemoryEngine
-from robotmem_ros.engine.types import PerceptionInput
+from robotmem_ros.types import PerceptionInput
 from test_maintenance import make_old_duplicate, open_engine, raw, snapshot, USE
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]

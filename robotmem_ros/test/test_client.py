@@ -14,7 +14,7 @@ import rclpy
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from robotmem_ros.client import (ExecutorDeadlockError, MemoryClient, MemoryClientError,
                                  ServiceUnavailableError)
-from robotmem_ros.engine.types import LearnResult, RecallResult
+from robotmem_ros.types import LearnResult, RecallResult
 
 
 @pytest.fixture(scope='module')

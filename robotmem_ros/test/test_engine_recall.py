@@ -4,8 +4,8 @@ import json
 
 from engine_helpers import FakeClock, make_engine
 import pytest
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import ValidationError
+from robotmem_ros.types import PerceptionInput
 
 
 @pytest.mark.parametrize('kwargs, message', [

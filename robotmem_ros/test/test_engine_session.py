@@ -4,8 +4,8 @@ from engine_helpers import count, FakeClock, make_engine
 import pytest
 from robotmem_ros.engine.consolidation import Candidate, greedy_clusters
 from robotmem_ros.engine.decay import half_life_weight
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import ValidationError
+from robotmem_ros.types import PerceptionInput
 
 SEED_EXAMPLE = [
     ('grip_force=12.5N works for cups', 'observation', 0.85),

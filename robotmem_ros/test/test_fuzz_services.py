@@ -20,8 +20,8 @@ import pytest
 from reliability_helpers import checker, fingerprint
 from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
                                Update)
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import RobotMemError, StorageError
+from robotmem_ros.types import PerceptionInput
 
 ENGINE_EXAMPLES = 150
 NODE_EXAMPLES = 25

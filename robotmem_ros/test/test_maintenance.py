@@ -11,9 +11,8 @@ from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import MemoryEngine, store
 from robotmem_ros.engine.doctor import check_file
 from robotmem_ros.engine.maintenance import MAX_CLEANUP_OPS
-from robotmem_ros.engine.types import PerceptionInput
-from robotmem_ros.errors import (CorruptDatabaseError, NotFoundError, StorageError,
-                                 ValidationError)
+from robotmem_ros.errors import CorruptDatabaseError, NotFoundError, StorageError, ValidationError
+from robotmem_ros.types import PerceptionInput
 import sqlite_vec
 
 try:

@@ -2,8 +2,8 @@
 
 import threading
 
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.node.perception_ingest import PerceptionIngest, SeqGapCounter
+from robotmem_ros.types import PerceptionInput
 
 
 class RecordingWriter:

@@ -20,7 +20,7 @@ import pytest
 from reliability_helpers import assert_consistent, Caller, checker
 from robotmem_msgs.msg import NodeStatus, PerceptionData
 from robotmem_msgs.srv import Learn
-from robotmem_ros.node.status import LATCHED
+from robotmem_ros.wire import LATCHED
 
 FAST_ROUNDS = 3
 SOAK_ROUNDS = 20

@@ -18,8 +18,8 @@ import sys
 from conftest import PACKAGE_DIR
 from engine_helpers import count, make_engine
 import pytest
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import CorruptDatabaseError, StorageError
+from robotmem_ros.types import PerceptionInput
 
 EXIT_TIMEOUT_S = 60.0  # hang guard only
 UNLIMITED_PAGES = 1_073_741_823

@@ -19,7 +19,7 @@ import sys
 from conftest import PACKAGE_DIR, wait_until
 from engine_helpers import make_engine
 import pytest
-from robotmem_ros.engine.types import PerceptionInput
+from robotmem_ros.types import PerceptionInput
 
 SUPERSEDED = 2000  # four import batches of 500: links from early batches point past them
 

@@ -20,8 +20,8 @@ from rcl_interfaces.srv import SetParameters
 from reliability_helpers import checker, fingerprint
 from robotmem_msgs.msg import PerceptionData
 from robotmem_msgs.srv import Learn
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import ValidationError
+from robotmem_ros.types import PerceptionInput
 
 SMALL = {'max_insight_chars': 50, 'max_description_chars': 40, 'max_json_bytes': 120,
          'max_json_depth': 3}

@@ -22,8 +22,8 @@ from engine_helpers import count, FakeClock, make_engine
 import pytest
 from robotmem_msgs.msg import PerceptionData
 from robotmem_msgs.srv import Learn, Recall
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import ValidationError
+from robotmem_ros.types import PerceptionInput
 from test_node_perception import diagnostics_of
 
 NOW = 1_790_000_000.0  # 2026-09

@@ -26,7 +26,7 @@ import rclpy
 from robotmem_msgs.msg import NodeStatus
 from robotmem_msgs.srv import Learn
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.node.status import LATCHED
+from robotmem_ros.wire import LATCHED
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = pathlib.Path(os.environ.get('ROBOTMEM_ROS2_TOOLS', REPO.parent / 'shared' / 'ros2-tools'))

@@ -7,8 +7,8 @@ import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 from robotmem_ros.engine import schema, store
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import ValidationError
+from robotmem_ros.types import PerceptionInput
 import sqlite_vec
 
 

@@ -31,8 +31,8 @@ from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception
                                Update)
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine.text import fts_query
-from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import NotFoundError, RobotMemError, ValidationError
+from robotmem_ros.types import PerceptionInput
 
 INJECTIONS = [
     "'); DROP TABLE memories;--",

@@ -307,10 +307,7 @@ def _import(engine: Any, args: argparse.Namespace) -> None:
 
 def _embed_all(engine: Any) -> Iterator[int]:
     """Embed what was imported now when a model is loaded (else the node does it lazily)."""
-    while engine.embedding.usable:
-        done = engine.embed_pending(256)
-        if not done:
-            return
+    while done := engine.embed_pending(256):  # 0 at once without a usable model
         yield done
 
 

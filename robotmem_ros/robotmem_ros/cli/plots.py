@@ -11,8 +11,8 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
 from robotmem_ros.engine.context_filter import is_number, parse_path, resolve_path  # noqa: E402
-from robotmem_ros.engine.types import MemoryRecord  # noqa: E402
 from robotmem_ros.errors import StorageError, ValidationError  # noqa: E402
+from robotmem_ros.types import MemoryRecord  # noqa: E402
 
 COLOR_BY = ('category', 'outcome')
 _OUTCOME_COLORS = {'success': '#2ca02c', 'failure': '#d62728', 'unknown': '#7f7f7f'}

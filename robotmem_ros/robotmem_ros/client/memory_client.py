@@ -32,11 +32,10 @@ from robotmem_ros.client import results
 from robotmem_ros.client.errors import (ExecutorDeadlockError, MemoryClientError,
                                         ServiceTimeoutError, ServiceUnavailableError)
 from robotmem_ros.client.resend import send_until_answered, stamp_request_id
-from robotmem_ros.client.results import to_json
 from robotmem_ros.client.waiting import deadlock_reason, Waiter
-from robotmem_ros.engine.types import (EndSessionResult, LearnResult, RecallResult,
+from robotmem_ros.types import (EndSessionResult, LearnResult, RecallResult,
                                        SessionInfo, UpdateResult)
-from robotmem_ros.node.status import LATCHED
+from robotmem_ros.wire import LATCHED, to_json
 
 DEFAULT_NAMESPACE = '/robotmem'
 DEFAULT_TIMEOUT_S = 10.0

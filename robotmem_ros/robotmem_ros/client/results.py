@@ -7,25 +7,12 @@ A manipulation node gets the same dataclasses it would get from an in-process Me
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from robotmem_msgs.msg import Memory
-from robotmem_ros.engine.types import (EndSessionResult, LearnResult, MemoryRecord,
-                                       RecallResult, SessionInfo, UpdateResult)
-from robotmem_ros.node.conversions import from_time
-
-
-def to_json(value: str | dict | list | None) -> str:
-    """Accept a dict/list (serialized here) or JSON text (passed on, the node validates it)."""
-    if value is None or isinstance(value, str):
-        return value or ''
-    return json.dumps(value, ensure_ascii=False)
-
-
-def from_json(text: str) -> Any:
-    """Parse a *_json field; empty means nothing, not an error."""
-    return json.loads(text) if text else {}
+from robotmem_ros.types import (EndSessionResult, LearnResult, MemoryRecord, RecallResult,
+                                SessionInfo, UpdateResult)
+from robotmem_ros.wire import from_json, from_time
 
 
 def to_record(msg: Memory) -> MemoryRecord:

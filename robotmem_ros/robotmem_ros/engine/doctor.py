@@ -10,18 +10,17 @@ Nothing is repaired in a file that fails SQLite's own integrity check: that need
 from __future__ import annotations
 
 import pathlib
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from robotmem_ros.engine import schema, store
 from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import _connect, classify, DatabaseError, Error as SqlError
 from robotmem_ros.engine.vector_index import code_of
 from robotmem_ros.errors import CorruptDatabaseError, NotFoundError
 
-if TYPE_CHECKING:
-    from robotmem_ros.engine.engine import MemoryEngine
 
 UNIQUE_INDEX = 'uq_memories_active_fact'
 PROBLEMS = ('fts_missing', 'fts_stale', 'fts_stray', 'fts_index', 'vector_missing',
@@ -50,18 +49,18 @@ def check_file(path: pathlib.Path) -> list[str]:
             f'it from a backup or salvage it with `sqlite3 {path} .recover`.') from exc
 
 
-def doctor(engine: 'MemoryEngine', repair: bool) -> dict[str, Any]:
+def doctor(ctx: EngineContext, repair: bool) -> dict[str, Any]:
     """Check (and with ``repair`` fix) the store; see the module docstring."""
     try:
-        return _doctor(engine, repair)
+        return _doctor(ctx, repair)
     except SqlError as exc:
-        raise classify(exc, engine.db.path) from exc
+        raise classify(exc, ctx.db.path) from exc
 
 
-def _doctor(engine: 'MemoryEngine', repair: bool) -> dict[str, Any]:
-    conn = engine.db.reader()
+def _doctor(ctx: EngineContext, repair: bool) -> dict[str, Any]:
+    conn = ctx.db.reader()
     integrity = [row[0] for row in conn.execute('PRAGMA integrity_check')]
-    report: dict[str, Any] = {'db_path': str(engine.db.path), 'integrity': integrity,
+    report: dict[str, Any] = {'db_path': str(ctx.db.path), 'integrity': integrity,
                               'vector_checks': False, 'problems': {}, 'warnings': {},
                               'repaired': {}, 'notes': []}
     if integrity != ['ok']:
@@ -69,16 +68,16 @@ def _doctor(engine: 'MemoryEngine', repair: bool) -> dict[str, Any]:
                                'repaired; restore a backup or salvage with `sqlite3 .recover`')
         report['ok'] = False
         return report
-    found = _Findings(engine)
+    found = _Findings(ctx)
     report['vector_checks'] = found.vector_checks
     report['problems'] = found.counts()
     report['warnings'] = found.warnings()
     if not found.vector_checks:
         report['notes'].append('sqlite-vec is not loadable here: vector checks skipped')
     if repair and any(report['problems'].values()):
-        with engine.db.write() as wconn:
-            report['repaired'] = _repair(wconn, found, engine)
-        found = _Findings(engine)
+        with ctx.db.write() as wconn:
+            report['repaired'] = _repair(wconn, found, ctx)
+        found = _Findings(ctx)
     if found.duplicate_groups and not found.has_unique_index:
         report['notes'].append('duplicate active facts block the unique index: run '
                                '`robotmem dedup`, then `robotmem doctor --repair`')
@@ -89,15 +88,15 @@ def _doctor(engine: 'MemoryEngine', repair: bool) -> dict[str, Any]:
 class _Findings:
     """Ids (or counts) of every inconsistency, gathered on one reader snapshot."""
 
-    def __init__(self, engine: 'MemoryEngine') -> None:
-        conn = engine.db.reader()
+    def __init__(self, ctx: EngineContext) -> None:
+        conn = ctx.db.reader()
         conn.execute('BEGIN')
         try:
-            self._gather(conn, engine)
+            self._gather(conn, ctx)
         finally:
             conn.execute('ROLLBACK')
 
-    def _gather(self, conn: Any, engine: 'MemoryEngine') -> None:
+    def _gather(self, conn: Any, ctx: EngineContext) -> None:
         rows = conn.execute('SELECT id, status, embedded, content, collection, category, kind, '
                             'session_id FROM memories').fetchall()
         indexed = dict(conn.execute('SELECT rowid, body FROM memories_fts').fetchall())
@@ -106,7 +105,7 @@ class _Findings:
         self.fts_stray = [mid for mid in indexed if mid not in live]
         self.fts_stale = [mid for mid, r in live.items() if mid in indexed
                           and indexed[mid] != textmod.fts_index_text(r['content'])]
-        self.fts_index = _fts_index_problem(engine)
+        self.fts_index = _fts_index_problem(ctx)
         self.vector_checks = True
         self.vector_missing: list[int] = []
         self.vector_stray: list[int] = []
@@ -126,7 +125,7 @@ class _Findings:
             "type = 'fact' GROUP BY collection, content_hash HAVING COUNT(*) > 1)").fetchone()[0]
         self.pending = sum(1 for r in rows if r['status'] == 'active' and r['embedded'] == 0)
         self.reindex_in_progress = store.get_meta(conn, 'reindex_in_progress') is not None
-        self.reindex_needed = engine.embedding.reindex_needed
+        self.reindex_needed = ctx.embedding.reindex_needed
 
     def _vectors(self, conn: Any, active: dict[int, Any]) -> None:
         vecs = {r[0]: (r[1], r[2]) for r in conn.execute(
@@ -163,17 +162,17 @@ def _count(conn: Any, table: str) -> int:
                         f'(SELECT 1 FROM memories m WHERE m.id = t.memory_id)').fetchone()[0]
 
 
-def _fts_index_problem(engine: 'MemoryEngine') -> int:
+def _fts_index_problem(ctx: EngineContext) -> int:
     """FTS5's own check of its index against its stored text (1 = damaged)."""
     try:
-        with engine.db.write() as conn:
+        with ctx.db.write() as conn:
             conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
     except (SqlError, CorruptDatabaseError):
         return 1
     return 0
 
 
-def _repair(conn: Any, found: _Findings, engine: 'MemoryEngine') -> dict[str, int]:
+def _repair(conn: Any, found: _Findings, ctx: EngineContext) -> dict[str, int]:
     """Make every derived row agree with ``memories``, inside the caller's transaction."""
     fixed: dict[str, int] = {}
     if found.fts_index:
@@ -198,8 +197,8 @@ def _repair(conn: Any, found: _Findings, engine: 'MemoryEngine') -> dict[str, in
     for sid in found.missing_sessions:
         row = conn.execute('SELECT MIN(created_at), MIN(collection) FROM memories '
                            'WHERE session_id = ?', (sid,)).fetchone()
-        store.ensure_session(conn, sid, row[1] or engine.config.collection,
-                             row[0] if row[0] is not None else engine.clock())
+        store.ensure_session(conn, sid, row[1] or ctx.config.collection,
+                             row[0] if row[0] is not None else ctx.clock())
     fixed['missing_sessions'] = len(found.missing_sessions)
     if not found.has_unique_index and not found.duplicate_groups:
         conn.execute(next(s for s in schema.MIGRATIONS[0] if UNIQUE_INDEX in s))

@@ -16,8 +16,9 @@ from typing import Any, Callable, Sequence
 import uuid
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import (consolidation, doctor, maintenance, reindex, store,
-                                 transfer)
+from robotmem_ros.engine import consolidation, doctor, maintenance, reindex, store, transfer
+from robotmem_ros.engine.context import EngineContext
+from robotmem_ros.engine.context_filter import parse_filter
 from robotmem_ros.engine.database import classify, Database, Error as SqlError, IntegrityError
 from robotmem_ros.engine.decay import apply_decay
 from robotmem_ros.engine.embedding_state import EmbeddingState
@@ -25,12 +26,15 @@ from robotmem_ros.engine.learn import Learner
 from robotmem_ros.engine.recall import Recaller
 from robotmem_ros.engine.retention import prune_perceptions
 from robotmem_ros.engine.schema import migrate
-from robotmem_ros.engine.types import (EndSessionResult, EngineStatus, LearnResult,
-                                       PerceptionInput, RecallResult, SessionInfo, UpdateResult)
-from robotmem_ros.engine.validation import (check_finite, check_id, check_searchable,
-                                            check_text, json_object, plausible_stamp)
+from robotmem_ros.engine.spatial import parse_spatial_sort
+from robotmem_ros.engine.validation import (check_channels, check_finite, check_id,
+                                            check_min_confidence, check_recall_n, check_searchable,
+                                            check_text, json_object, plausible_stamp,
+                                            RECALL_CHANNELS)
 from robotmem_ros.errors import (ConfigError, EmbeddingError, NotFoundError, RobotMemError,
                                  ValidationError)
+from robotmem_ros.types import (EndSessionResult, EngineStatus, LearnResult, PerceptionInput,
+                                RecallResult, SessionInfo, UpdateResult)
 
 LOG = logging.getLogger('robotmem.engine')
 PERCEPTION_CONFIDENCE = 0.9
@@ -65,8 +69,9 @@ class MemoryEngine:
         except SqlError as exc:
             self.db.close()
             raise classify(exc, self.db.path) from exc
-        self.recaller = Recaller(self)
-        self.learner = Learner(self)
+        self._ctx = EngineContext(self.db, self.embedding, clock, config)
+        self.recaller = Recaller(self._ctx)
+        self.learner = Learner(self._ctx)
         self._counter_lock = threading.Lock()
         self.stamps_replaced = 0  # perception stamps outside the plausible window
 
@@ -95,7 +100,7 @@ class MemoryEngine:
         for name, spec, value in new.items():
             if spec.read_only and getattr(self._config, name) != value:
                 raise ConfigError(f'{name} is read-only at run time')
-        self._config = new
+        self._config = self._ctx.config = new
         self.embedding.min_readability = new.min_readability
         self.learner.reconfigure()
 
@@ -115,7 +120,11 @@ class MemoryEngine:
         The decision layer may instead merge it into a memory it refines, or supersede the
         memories it contradicts; the result's status says which.
         """
-        return self.learner.learn(insight, context, collection, session_id)
+        content = check_searchable('insight', check_text(
+            'insight', insight, max_chars=self._config.max_insight_chars))
+        ctx = self._json('context', context)
+        return self.learner.learn(content, ctx, self._writable_collection(collection),
+                                  self._session_id(session_id))
 
     # --- perceptions -----------------------------------------------------------------------
 
@@ -231,10 +240,24 @@ class MemoryEngine:
 
     def recall(self, query: str, n: int = 0, min_confidence: float = -1.0,
                session_id: str = '', context_filter: str | dict = '',
-               spatial_sort: str | dict = '', collection: str = '') -> RecallResult:
-        """Rank memories for ``query`` (seed 004); ``*`` lists an episode in time order."""
-        return self.recaller.recall(query, n, min_confidence, session_id, context_filter,
-                                    spatial_sort, self._collection(collection))
+               spatial_sort: str | dict = '', collection: str = '', *,
+               channels: Sequence[str] = RECALL_CHANNELS) -> RecallResult:
+        """
+        Rank memories for ``query`` (docs/performance.md); ``*`` lists an episode in order.
+
+        ``channels`` picks BM25, vector search or both (the default); benchmarks compare them.
+        """
+        cfg = self._config
+        collection = self._collection(collection)
+        query = check_text('query', query, max_chars=cfg.max_insight_chars)
+        n = check_recall_n(n, cfg.default_n)
+        min_confidence = check_min_confidence(min_confidence, cfg.default_min_confidence)
+        session_id = self._session_id(session_id)
+        cfilter, options = parse_filter(context_filter, max_bytes=cfg.max_json_bytes,
+                                        max_depth=cfg.max_json_depth)
+        spatial = parse_spatial_sort(spatial_sort, max_bytes=cfg.max_json_bytes)
+        return self.recaller.recall(query, n, min_confidence, session_id, cfilter, options,
+                                    spatial, collection, check_channels(channels))
 
     # --- sessions --------------------------------------------------------------------------
 
@@ -387,40 +410,40 @@ class MemoryEngine:
 
     def stats(self) -> dict:
         """Count by collection/type/kind/category/status; sizes, model, decay histogram."""
-        return maintenance.stats(self)
+        return maintenance.stats(self._ctx, self.status())
 
     def sessions(self, collection: str = '', limit: int = 100) -> list[dict]:
         """Most recent sessions with their fact and perception counts."""
-        return maintenance.sessions(self, collection, limit)
+        return maintenance.sessions(self._ctx, collection, limit)
 
     def episode(self, session_id: str) -> dict:
         """Return a session and its memories in time order."""
-        return maintenance.episode(self, session_id)
+        return maintenance.episode(self._ctx, session_id)
 
     def history(self, memory_id: int) -> list[dict]:
         """Audit trail of a memory, oldest first."""
-        return maintenance.history(self, memory_id)
+        return maintenance.history(self._ctx, memory_id)
 
     def cleanup_exact_duplicates(self, collection: str = '', dry_run: bool = True
                                  ) -> list[dict]:
         """Supersede repeated active facts (<= 200 per call); ``dry_run`` only previews."""
-        return maintenance.cleanup_exact_duplicates(self, self._collection(collection), dry_run)
+        return maintenance.cleanup_exact_duplicates(self._ctx, self._collection(collection), dry_run)
 
     def doctor(self, repair: bool = False) -> dict:
         """Check FTS/vector/tag/history/session consistency; ``repair`` fixes it."""
-        return doctor.doctor(self, repair)
+        return doctor.doctor(self._ctx, repair)
 
     def reindex(self, batch_size: int = 64, progress: Callable | None = None) -> dict:
         """Re-embed every active memory with the current model (resumable)."""
-        return reindex.reindex(self, batch_size, progress)
+        return reindex.reindex(self._ctx, batch_size, progress)
 
     def export_jsonl(self, path: str, **options: Any) -> dict:
         """Write sessions and memories to a JSONL file (see transfer.export_jsonl)."""
-        return transfer.export_jsonl(self, path, **options)
+        return transfer.export_jsonl(self._ctx, path, **options)
 
     def import_jsonl(self, path: str, **options: Any) -> dict:
         """Import a JSONL export; exact duplicates are skipped and reported."""
-        return transfer.import_jsonl(self, path, **options)
+        return transfer.import_jsonl(self._ctx, path, **options)
 
     # --- helpers ---------------------------------------------------------------------------
 

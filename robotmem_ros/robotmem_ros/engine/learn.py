@@ -12,21 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import json
-from typing import Any, TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from robotmem_ros.engine import dedup, store
+from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import classify, Error as SqlError, IntegrityError
 from robotmem_ros.engine.decision import (Candidate, DELETE, Existing, make_decider, MERGE,
                                           Outcome, SKIP)
 from robotmem_ros.engine.inference import infer, Inferred
-from robotmem_ros.engine.types import LearnResult, MemoryRecord
-from robotmem_ros.engine.validation import check_searchable, check_text
 from robotmem_ros.errors import StorageError
+from robotmem_ros.types import LearnResult, MemoryRecord
 
-if TYPE_CHECKING:
-    from robotmem_ros.engine.engine import MemoryEngine
 
 RESERVED_CONTEXT_KEYS = ('category', 'confidence', 'kind', 'tags')
 
@@ -44,45 +42,43 @@ class _Fact:
 class Learner:
     """Runs learn requests against an engine's store."""
 
-    def __init__(self, engine: 'MemoryEngine') -> None:
-        self.engine = engine
-        self.decider = make_decider(engine.config)
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.decider = make_decider(ctx.config)
 
     def reconfigure(self) -> None:
         """Rebuild the decider after a run-time parameter change."""
-        self.decider = make_decider(self.engine.config)
+        self.decider = make_decider(self.ctx.config)
 
-    def learn(self, insight: str, context: Any, collection: str, session_id: str
+    def learn(self, content: str, context: dict, collection: str, session_id: str
               ) -> LearnResult:
-        """See MemoryEngine.learn."""
-        eng = self.engine
-        content = check_searchable('insight', check_text(
-            'insight', insight, max_chars=eng.config.max_insight_chars))
-        ctx = eng._json('context', context)
-        fact = _Fact(content, {k: v for k, v in ctx.items() if k not in RESERVED_CONTEXT_KEYS},
-                     eng._writable_collection(collection), eng._session_id(session_id),
-                     infer(content, ctx, has_session=bool(session_id)),
-                     eng.embedding.embed_fact(content) if eng.embedding.usable else None)
+        """Store a fact the facade validated (text, context, collection, session)."""
+        ctx = self.ctx
+        fact = _Fact(content, {k: v for k, v in context.items()
+                               if k not in RESERVED_CONTEXT_KEYS},
+                     collection, session_id,
+                     infer(content, context, has_session=bool(session_id)),
+                     ctx.embedding.embed_fact(content) if ctx.embedding.usable else None)
         try:
             return self._learn(fact)
         except IntegrityError:
             # Another writer stored the same text between our check and our insert: the
             # unique index refused the second row, so report the first as the duplicate.
-            existing = store.find_active_by_hash(eng.db.reader(), fact.collection, content)
+            existing = store.find_active_by_hash(ctx.db.reader(), fact.collection, content)
             if existing is None:
                 raise StorageError('concurrent write conflict; retry the request') from None
             return LearnResult(existing, 'duplicate', 'exact', existing, 1.0, [],
                                fact.labels.inferred)
         except SqlError as exc:
-            raise classify(exc, eng.db.path) from exc
+            raise classify(exc, ctx.db.path) from exc
 
     def _learn(self, fact: _Fact) -> LearnResult:
-        eng = self.engine
-        now = eng.clock()
-        with eng.db.write() as conn:
+        ctx = self.ctx
+        now = ctx.clock()
+        with ctx.db.write() as conn:
             verdict = dedup.check(conn, fact.content, collection=fact.collection,
                                   session_id=fact.session_id, vector=fact.vector,
-                                  config=eng.config, now=now)
+                                  config=ctx.config, now=now)
             similar = _similar_records(conn, verdict.similar)
             if verdict.is_duplicate:
                 _reinforce(conn, verdict.existing_id, verdict.method, now)
@@ -92,7 +88,7 @@ class Learner:
             peers = self._peers(conn, similar, verdict.neighbours)
         outcome = self._decide(fact, peers, now)
         merged_vectors = self._merged_vectors(outcome)
-        with eng.db.write() as conn:
+        with ctx.db.write() as conn:
             return self._apply(conn, fact, outcome, similar, peers, merged_vectors, now)
 
     # --- decision --------------------------------------------------------------------------
@@ -115,9 +111,9 @@ class Learner:
             Candidate(fact.content, fact.labels.category, fact.context, now), peers)
 
     def _merged_vectors(self, outcome: Outcome | None) -> dict[int, np.ndarray | None]:
-        if outcome is None or not self.engine.embedding.usable:
+        if outcome is None or not self.ctx.embedding.usable:
             return {}
-        return {a.target_id: self.engine.embedding.embed_fact(a.merged_text)
+        return {a.target_id: self.ctx.embedding.embed_fact(a.merged_text)
                 for a in outcome.actions if a.kind == MERGE and a.merged_text}
 
     # --- write -----------------------------------------------------------------------------
@@ -166,7 +162,7 @@ class Learner:
             session_id=fact.session_id, category=labels.category, perception_type='',
             kind=labels.kind, confidence=labels.confidence, context=fact.context,
             created_at=now, tags=labels.tags)
-        if self.engine.embedding.usable:
+        if self.ctx.embedding.usable:
             store.put_vector(conn, memory_id, fact.vector)
         return memory_id
 
@@ -185,7 +181,7 @@ class Learner:
             conn.execute('ROLLBACK TO merge')
             conn.execute('RELEASE merge')
             return False
-        if self.engine.embedding.usable:
+        if self.ctx.embedding.usable:
             store.put_vector(conn, action.target_id, vectors.get(action.target_id))
         store.add_history(conn, action.target_id, 'merge', created_at=now,
                           old_content=row['content'], new_content=action.merged_text,

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any, Iterator, TYPE_CHECKING
+from typing import Any, Iterator
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import classify, Error as SqlError
-from robotmem_ros.engine.types import MemoryRecord
 from robotmem_ros.engine.validation import check_id, check_text
 from robotmem_ros.errors import NotFoundError
+from robotmem_ros.types import EngineStatus, MemoryRecord
 
-if TYPE_CHECKING:
-    from robotmem_ros.engine.engine import MemoryEngine
 
 MAX_CLEANUP_OPS = 200
 PREVIEW_CHARS = 80
@@ -29,23 +28,23 @@ GROWTH_DAYS = 7
 DAY_S = 86_400
 
 
-def _guard(engine: 'MemoryEngine', work: Any) -> Any:
+def _guard(ctx: EngineContext, work: Any) -> Any:
     """Run ``work()`` and turn sqlite errors into typed StorageErrors."""
     try:
         return work()
     except SqlError as exc:
-        raise classify(exc, engine.db.path) from exc
+        raise classify(exc, ctx.db.path) from exc
 
 
 # --- stats -----------------------------------------------------------------------------------
 
-def stats(engine: 'MemoryEngine') -> dict[str, Any]:
+def stats(ctx: EngineContext, status: EngineStatus) -> dict[str, Any]:
     """Gather the counts, sizes and confidence distribution an operator checks first."""
-    return _guard(engine, lambda: _stats(engine))
+    return _guard(ctx, lambda: _stats(ctx, status))
 
 
-def _stats(engine: 'MemoryEngine') -> dict[str, Any]:
-    conn = engine.db.reader()
+def _stats(ctx: EngineContext, status: EngineStatus) -> dict[str, Any]:
+    conn = ctx.db.reader()
     active = "status = 'active'"
 
     def counts(column: str, where: str = active) -> dict[str, int]:
@@ -56,7 +55,6 @@ def _stats(engine: 'MemoryEngine') -> dict[str, Any]:
     span = conn.execute('SELECT MIN(created_at), MAX(created_at) FROM memories '
                         "WHERE status != 'forgotten'").fetchone()
     sessions = conn.execute('SELECT COUNT(*), COUNT(ended_at) FROM sessions').fetchone()
-    status = engine.status()
     return {
         'db_path': status.db_path, 'db_bytes': status.db_bytes,
         'schema_version': conn.execute('PRAGMA user_version').fetchone()[0],
@@ -74,9 +72,9 @@ def _stats(engine: 'MemoryEngine') -> dict[str, Any]:
             f'SELECT COUNT(*) FROM memories WHERE embedded = 0 AND {active}').fetchone()[0],
         'below_recall_threshold': conn.execute(
             f'SELECT COUNT(*) FROM memories WHERE {active} AND confidence < ?',
-            (engine.config.default_min_confidence,)).fetchone()[0],
+            (ctx.config.default_min_confidence,)).fetchone()[0],
         'confidence_histogram': _histogram(conn),
-        'growth_per_day': _growth(conn, engine.clock()),
+        'growth_per_day': _growth(conn, ctx.clock()),
     }
 
 
@@ -114,7 +112,7 @@ def _histogram(conn: Any) -> list[dict[str, Any]]:
 
 # --- sessions, episodes, history -------------------------------------------------------------
 
-def sessions(engine: 'MemoryEngine', collection: str = '', limit: int = 100
+def sessions(ctx: EngineContext, collection: str = '', limit: int = 100
              ) -> list[dict[str, Any]]:
     """Most recent sessions first, with how many facts and perceptions each still holds."""
     sql = ('SELECT s.id, s.collection, s.started_at, s.ended_at, s.outcome_score, '
@@ -123,19 +121,19 @@ def sessions(engine: 'MemoryEngine', collection: str = '', limit: int = 100
            'FROM sessions s LEFT JOIN memories m ON m.session_id = s.id '
            "AND m.status != 'forgotten' WHERE (:c = '' OR s.collection = :c) "
            'GROUP BY s.id ORDER BY s.started_at DESC, s.id LIMIT :lim')
-    rows = _guard(engine, lambda: engine.db.reader().execute(
+    rows = _guard(ctx, lambda: ctx.db.reader().execute(
         sql, {'c': collection, 'lim': int(limit)}).fetchall())
     return [dict(row) for row in rows]
 
 
-def episode(engine: 'MemoryEngine', session_id: str) -> dict[str, Any]:
+def episode(ctx: EngineContext, session_id: str) -> dict[str, Any]:
     """Return a session and its memories (superseded ones included, marked) in time order."""
     session_id = check_text('session_id', session_id, max_chars=256)
-    return _guard(engine, lambda: _episode(engine, session_id))
+    return _guard(ctx, lambda: _episode(ctx, session_id))
 
 
-def _episode(engine: 'MemoryEngine', session_id: str) -> dict[str, Any]:
-    conn = engine.db.reader()
+def _episode(ctx: EngineContext, session_id: str) -> dict[str, Any]:
+    conn = ctx.db.reader()
     row = store.get_session(conn, session_id)
     if row is None:
         raise NotFoundError(f'unknown session {session_id!r}')
@@ -153,31 +151,31 @@ def _episode(engine: 'MemoryEngine', session_id: str) -> dict[str, Any]:
     return {'session': session, 'memories': memories}
 
 
-def iter_memories(engine: 'MemoryEngine', collection: str = '', *,
+def iter_memories(ctx: EngineContext, collection: str = '', *,
                   include_superseded: bool = False) -> Iterator[MemoryRecord]:
     """Yield memories in id order, a chunk at a time, so a whole store never sits in RAM."""
     where = "status = 'active'" if not include_superseded else "status != 'forgotten'"
     last_id = 0
     while True:
-        ids = _guard(engine, lambda: [r[0] for r in engine.db.reader().execute(
+        ids = _guard(ctx, lambda: [r[0] for r in ctx.db.reader().execute(
             f"SELECT id FROM memories WHERE {where} AND (:c = '' OR collection = :c) "
             'AND id > :last ORDER BY id LIMIT :lim',
             {'c': collection, 'last': last_id, 'lim': FETCH_CHUNK})])
         if not ids:
             return
-        records = _guard(engine, lambda: store.fetch_records(engine.db.reader(), ids))
+        records = _guard(ctx, lambda: store.fetch_records(ctx.db.reader(), ids))
         yield from (records[i] for i in ids)
         last_id = ids[-1]
 
 
-def history(engine: 'MemoryEngine', memory_id: int) -> list[dict[str, Any]]:
+def history(ctx: EngineContext, memory_id: int) -> list[dict[str, Any]]:
     """Audit trail of one memory, oldest first."""
     memory_id = check_id('memory_id', memory_id)
-    return _guard(engine, lambda: _history(engine, memory_id))
+    return _guard(ctx, lambda: _history(ctx, memory_id))
 
 
-def _history(engine: 'MemoryEngine', memory_id: int) -> list[dict[str, Any]]:
-    conn = engine.db.reader()
+def _history(ctx: EngineContext, memory_id: int) -> list[dict[str, Any]]:
+    conn = ctx.db.reader()
     rows = conn.execute('SELECT id, event, old_content, new_content, reason, actor, '
                         'details_json, created_at FROM history WHERE memory_id = ? ORDER BY id',
                         (memory_id,)).fetchall()
@@ -194,7 +192,7 @@ def _history(engine: 'MemoryEngine', memory_id: int) -> list[dict[str, Any]]:
 
 # --- exact duplicate cleanup -----------------------------------------------------------------
 
-def cleanup_exact_duplicates(engine: 'MemoryEngine', collection: str, dry_run: bool
+def cleanup_exact_duplicates(ctx: EngineContext, collection: str, dry_run: bool
                              ) -> list[dict[str, Any]]:
     """
     Supersede active facts whose normalized text repeats; at most MAX_CLEANUP_OPS per call.
@@ -205,11 +203,11 @@ def cleanup_exact_duplicates(engine: 'MemoryEngine', collection: str, dry_run: b
     another process cannot slip between planning and superseding.
     """
     if dry_run:
-        return _guard(engine, lambda: _plan(engine.db.reader(), collection))
-    now = engine.clock()
+        return _guard(ctx, lambda: _plan(ctx.db.reader(), collection))
+    now = ctx.clock()
 
     def apply() -> list[dict[str, Any]]:
-        with engine.db.write() as conn:
+        with ctx.db.write() as conn:
             plan = _plan(conn, collection)
             for op in plan:
                 store.set_status(conn, op['old_id'], 'superseded', now=now,
@@ -218,7 +216,7 @@ def cleanup_exact_duplicates(engine: 'MemoryEngine', collection: str, dry_run: b
                                   reason='exact duplicate cleanup', actor='maintenance',
                                   details={'kept': op['keep_id']})
             return plan
-    return _guard(engine, apply)
+    return _guard(ctx, apply)
 
 
 def _plan(conn: Any, collection: str) -> list[dict[str, Any]]:

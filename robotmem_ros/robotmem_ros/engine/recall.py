@@ -9,50 +9,37 @@ inside the vector index, so a superseded memory never takes a KNN slot.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, TYPE_CHECKING
+from typing import Any
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
-from robotmem_ros.engine.context_filter import (ContextFilter, FilterOptions, origin_in_scope,
-                                                parse_filter)
+from robotmem_ros.engine.context import EngineContext
+from robotmem_ros.engine.context_filter import ContextFilter, FilterOptions, origin_in_scope
 from robotmem_ros.engine.database import Error as SqlError
 from robotmem_ros.engine.decay import half_life_weight
 from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, source_weight
-from robotmem_ros.engine.spatial import parse_spatial_sort, SpatialSort
-from robotmem_ros.engine.types import MemoryRecord, RecallResult
-from robotmem_ros.engine.validation import check_finite, check_text
-from robotmem_ros.errors import StorageError, ValidationError
+from robotmem_ros.engine.spatial import SpatialSort
+from robotmem_ros.engine.validation import RECALL_CHANNELS as BOTH
+from robotmem_ros.errors import StorageError
+from robotmem_ros.types import MemoryRecord, RecallResult
 
-if TYPE_CHECKING:
-    from robotmem_ros.engine.engine import MemoryEngine
-
-MAX_N = 100
-BOTH = ('bm25', 'vector')
 LIST_CHUNK = 500
 
 
 class Recaller:
     """Runs recall queries against an engine's store."""
 
-    def __init__(self, engine: 'MemoryEngine') -> None:
-        self.engine = engine
-        self.access = AccessCounts(engine.db)
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.access = AccessCounts(ctx.db)
 
-    def recall(self, query: str, n: int, min_confidence: float, session_id: str,
-               context_filter: str | dict, spatial_sort: str | dict, collection: str, *,
-               channels: Iterable[str] = BOTH) -> RecallResult:
-        """Validate, search, filter, rank and touch; see MemoryEngine.recall."""
+    def recall(self, query: str, n: int, min_conf: float, session_id: str,
+               cfilter: ContextFilter, options: FilterOptions, spatial: SpatialSort | None,
+               collection: str, channels: tuple[str, ...] = BOTH) -> RecallResult:
+        """Search, filter, rank and touch; the facade has validated every argument."""
         start = time.perf_counter()
-        cfg = self.engine.config
-        query = check_text('query', query, max_chars=cfg.max_insight_chars)
-        n = self._n(n)
-        min_conf = self._min_confidence(min_confidence)
-        session_id = check_text('session_id', session_id or '', max_chars=256, required=False)
-        cfilter, options = parse_filter(context_filter, max_bytes=cfg.max_json_bytes,
-                                        max_depth=cfg.max_json_depth)
-        spatial = parse_spatial_sort(spatial_sort, max_bytes=cfg.max_json_bytes)
-        now = self.engine.clock()
+        now = self.ctx.clock()
         self.access.flush()  # hits deferred by a busy store, so this answer counts them
         try:
             if query == '*':
@@ -60,7 +47,7 @@ class Recaller:
                                            options, spatial, now), 'all'
             else:
                 records, mode = self._ranked(query, collection, n, min_conf, session_id,
-                                             cfilter, options, spatial, now, tuple(channels))
+                                             cfilter, options, spatial, now, channels)
                 self._touch(records, now)
         except SqlError as exc:
             raise StorageError(f'recall failed: {exc}') from exc
@@ -69,37 +56,18 @@ class Recaller:
 
     def related(self, session_id: str, collection: str, limit: int) -> list[MemoryRecord]:
         """Memories from other sessions that relate to this session's facts (proactive recall)."""
-        rows = self.engine.db.reader().execute(
+        rows = self.ctx.db.reader().execute(
             "SELECT content FROM memories WHERE session_id = ? AND status = 'active' "
             "AND type = 'fact' ORDER BY confidence DESC, created_at DESC LIMIT 5",
             (session_id,)).fetchall()
         if not rows:
             return []
-        query = ' '.join(row[0] for row in rows)[:self.engine.config.max_insight_chars]
-        records, _ = self._ranked(query, collection, limit, self.engine.config
+        query = ' '.join(row[0] for row in rows)[:self.ctx.config.max_insight_chars]
+        records, _ = self._ranked(query, collection, limit, self.ctx.config
                                   .default_min_confidence, '', ContextFilter(),
-                                  FilterOptions(), None, self.engine.clock(), BOTH,
+                                  FilterOptions(), None, self.ctx.clock(), BOTH,
                                   exclude_session=session_id)
         return records
-
-    # --- validation ------------------------------------------------------------------------
-
-    def _n(self, n: Any) -> int:
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise ValidationError(f'n must be an integer, got {n!r}')
-        if n == 0:
-            return self.engine.config.default_n
-        if not 1 <= n <= MAX_N:
-            raise ValidationError(f'n must be between 1 and {MAX_N} (0 = default), got {n}')
-        return n
-
-    def _min_confidence(self, value: Any) -> float:
-        value = check_finite('min_confidence', value)
-        if value < 0:
-            return self.engine.config.default_min_confidence
-        if value > 1:
-            raise ValidationError(f'min_confidence must be <= 1 (negative = default), got {value}')
-        return value
 
     # --- channels --------------------------------------------------------------------------
 
@@ -107,10 +75,10 @@ class Recaller:
                 cfilter: ContextFilter, options: FilterOptions, spatial: SpatialSort | None,
                 now: float, channels: tuple[str, ...], exclude_session: str = ''
                 ) -> tuple[list[MemoryRecord], str]:
-        cfg = self.engine.config
-        conn = self.engine.db.reader()
+        cfg = self.ctx.config
+        conn = self.ctx.db.reader()
         fts_q = textmod.fts_query(query) if 'bm25' in channels else None
-        qvec = self.engine.embedding.embed_query(query) if 'vector' in channels else None
+        qvec = self.ctx.embedding.embed_query(query) if 'vector' in channels else None
         mode = _mode(fts_q is not None or qvec is None, qvec is not None)
         filtered = bool(session_id or exclude_session or not cfilter.is_empty or spatial
                         or options.origin is not None or cfg.recall_scope != 'all'
@@ -161,8 +129,8 @@ class Recaller:
         context filter or the rows run out, so a rare match late in a long episode is found.
         A spatial sort needs every match to order them; it ranks the first ``max_fetch``.
         """
-        cfg = self.engine.config
-        conn = self.engine.db.reader()
+        cfg = self.ctx.config
+        conn = self.ctx.db.reader()
         where = ['m.collection = :c', 'm.confidence >= :minc',
                  '(m.created_at > :lc OR (m.created_at = :lc AND m.id > :lid))']
         where.append("m.status != 'forgotten'" if options.include_superseded

@@ -10,40 +10,39 @@ transaction, so a crash or Ctrl-C loses at most one batch and the next run (or t
 
 from __future__ import annotations
 
-from typing import Any, Callable, TYPE_CHECKING
+from typing import Any, Callable
 
 from robotmem_ros.engine import store
+from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import classify, Error as SqlError
 from robotmem_ros.errors import EmbeddingError, ValidationError
 
-if TYPE_CHECKING:
-    from robotmem_ros.engine.engine import MemoryEngine
 
 IN_PROGRESS = 'reindex_in_progress'
 Progress = Callable[[int, int], None]
 
 
-def reindex(engine: 'MemoryEngine', batch_size: int = 64,
+def reindex(ctx: EngineContext, batch_size: int = 64,
             progress: Progress | None = None) -> dict[str, Any]:
     """Run or resume a reindex; ``progress(done, total)`` is called after every batch."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f'batch_size must be a positive integer, got {batch_size!r}')
-    embedder = engine.embedding.embedder
+    embedder = ctx.embedding.embedder
     if embedder is None:
         raise EmbeddingError('reindex needs an embedding model, and none is loaded'
-                             + (f': {engine.embedding.error}' if engine.embedding.error else
+                             + (f': {ctx.embedding.error}' if ctx.embedding.error else
                                 ' (embed_backend is none)'))
     try:
-        return _run(engine, embedder, batch_size, progress)
+        return _run(ctx, embedder, batch_size, progress)
     except SqlError as exc:
-        raise classify(exc, engine.db.path) from exc
+        raise classify(exc, ctx.db.path) from exc
 
 
-def _run(engine: 'MemoryEngine', embedder: Any, batch_size: int,
+def _run(ctx: EngineContext, embedder: Any, batch_size: int,
          progress: Progress | None) -> dict[str, Any]:
-    resumed, recreated = _start(engine, embedder)
-    engine.db.vectors.reset()  # re-embedded rows get new seqs; drop the old entries at once
-    conn = engine.db.reader()
+    resumed, recreated = _start(ctx, embedder)
+    ctx.db.vectors.reset()  # re-embedded rows get new seqs; drop the old entries at once
+    conn = ctx.db.reader()
     pending = "FROM memories WHERE embedded = 0 AND status = 'active'"
     total = conn.execute(f'SELECT COUNT(*) {pending}').fetchone()[0]
     done = embedded = 0
@@ -53,10 +52,10 @@ def _run(engine: 'MemoryEngine', embedder: Any, batch_size: int,
                             (last_id, batch_size)).fetchall()
         if not rows:
             break
-        readable = [(mid, text) for mid, text in rows if engine.embedding.readable(text)]
+        readable = [(mid, text) for mid, text in rows if ctx.embedding.readable(text)]
         vectors = embedder.embed([text for _, text in readable]) if readable else []
         by_id = {mid: vectors[i] for i, (mid, _) in enumerate(readable)}
-        with engine.db.write() as wconn:
+        with ctx.db.write() as wconn:
             for mid, _ in rows:
                 store.put_vector(wconn, mid, by_id.get(mid))
         done += len(rows)
@@ -64,17 +63,17 @@ def _run(engine: 'MemoryEngine', embedder: Any, batch_size: int,
         last_id = rows[-1][0]
         if progress is not None:
             progress(done, total)
-    with engine.db.write() as wconn:
+    with ctx.db.write() as wconn:
         wconn.execute('DELETE FROM meta WHERE key = ?', (IN_PROGRESS,))
-    engine.embedding.reindex_needed = False
+    ctx.embedding.reindex_needed = False
     return {'model_id': embedder.model_id, 'dim': embedder.dim, 'processed': done,
             'embedded': embedded, 'unreadable': done - embedded, 'resumed': resumed,
             'recreated_table': recreated}
 
 
-def _start(engine: 'MemoryEngine', embedder: Any) -> tuple[bool, bool]:
+def _start(ctx: EngineContext, embedder: Any) -> tuple[bool, bool]:
     """Begin (or recognise a resumable) reindex; return (resumed, vector table recreated)."""
-    with engine.db.write() as conn:
+    with ctx.db.write() as conn:
         if store.get_meta(conn, IN_PROGRESS) == embedder.model_id and \
                 store.get_meta(conn, 'embed_dim') == str(embedder.dim):
             return True, False

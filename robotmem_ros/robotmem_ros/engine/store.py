@@ -15,8 +15,8 @@ import numpy as np
 
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.database import Error as SqlError
-from robotmem_ros.engine.types import MemoryRecord
 from robotmem_ros.engine.vector_index import code_of, to_blob
+from robotmem_ros.types import MemoryRecord
 
 ACTIVE_SQL = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > :now)"
 MEMORY_COLUMNS = ('m.id, m.type, m.content, m.collection, m.session_id, m.category, '

@@ -14,17 +14,16 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-from typing import Any, Callable, Iterator, TYPE_CHECKING
+from typing import Any, Callable, Iterator
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import classify, Error as SqlError
-from robotmem_ros.engine.validation import (check_count, check_finite, check_range,
-                                            check_text, check_timestamp)
+from robotmem_ros.engine.validation import (check_count, check_finite, check_range, check_text,
+                                            check_timestamp)
 from robotmem_ros.errors import StorageError, ValidationError
 
-if TYPE_CHECKING:
-    from robotmem_ros.engine.engine import MemoryEngine
 
 FORMAT = 'robotmem-jsonl'
 VERSION = 1
@@ -37,13 +36,13 @@ _COUNTERS = ('access_count', 'reinforce_count')
 
 # --- export ----------------------------------------------------------------------------------
 
-def export_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection: str = '',
+def export_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str = '',
                  include_forgotten: bool = False, progress: Progress | None = None
                  ) -> dict[str, int]:
     """Write the store (or one collection) to ``path`` atomically; return the counts."""
     target = pathlib.Path(path)
     partial = target.with_name(target.name + '.partial')
-    conn = engine.db.reader()
+    conn = ctx.db.reader()
     try:
         conn.execute('BEGIN')  # one snapshot: the node may write meanwhile
         try:
@@ -57,7 +56,7 @@ def export_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection:
         raise StorageError(f'cannot write {target}: {exc.strerror or exc}') from exc
     except SqlError as exc:
         partial.unlink(missing_ok=True)
-        raise classify(exc, engine.db.path) from exc
+        raise classify(exc, ctx.db.path) from exc
     return counts
 
 
@@ -118,7 +117,7 @@ def _line(out: Any, obj: dict[str, Any]) -> None:
 
 # --- import ----------------------------------------------------------------------------------
 
-def import_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection: str = '',
+def import_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str = '',
                  progress: Progress | None = None) -> dict[str, Any]:
     """
     Import a file written by export_jsonl; every line is validated before anything is written.
@@ -131,13 +130,13 @@ def import_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection:
     report: dict[str, Any] = {'sessions': 0, 'imported': 0, 'skipped': []}
     id_map: dict[int, int] = {}
     superseded: list[tuple[int, int]] = []
-    now = engine.clock()
+    now = ctx.clock()
     try:
-        with engine.db.write() as conn:
+        with ctx.db.write() as conn:
             for item in sessions:
                 report['sessions'] += _put_session(conn, item)
         for start in range(0, len(memories), BATCH):
-            with engine.db.write() as conn:
+            with ctx.db.write() as conn:
                 for line, item in memories[start:start + BATCH]:
                     existing = _existing(conn, item)
                     if existing is not None:
@@ -153,12 +152,12 @@ def import_jsonl(engine: 'MemoryEngine', path: str | os.PathLike, *, collection:
         # Links are resolved once every id is known. Rows that an interrupted earlier run of
         # the same file stored are skipped as existing above, so they are linked here too; only
         # a missing link is filled, never one the store already holds.
-        with engine.db.write() as conn:
+        with ctx.db.write() as conn:
             conn.executemany('UPDATE memories SET superseded_by = ? WHERE id = ? '
                              'AND superseded_by IS NULL',
                              [(id_map.get(old), new) for new, old in superseded])
     except SqlError as exc:
-        raise classify(exc, engine.db.path) from exc
+        raise classify(exc, ctx.db.path) from exc
     return report
 
 

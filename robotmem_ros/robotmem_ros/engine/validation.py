@@ -22,6 +22,8 @@ TIMESTAMP_MAX = float(2**31 - 1)
 # Perception stamps before this are a clock that was never set (1970, sim time) or garbage.
 PLAUSIBLE_STAMP_MIN = 946_684_800.0  # 2000-01-01T00:00:00Z
 SQLITE_INT_MAX = 2**63 - 1
+MAX_RECALL_N = 100
+RECALL_CHANNELS = ('bm25', 'vector')
 # Characters that render as nothing: whitespace is handled by strip(); these are format
 # characters (zero-width space/joiners, word joiner, BOM, soft hyphen...), Unicode category Cf.
 _INVISIBLE_CATEGORIES = ('Cf',)
@@ -100,6 +102,36 @@ def check_count(name: str, value: Any, minimum: int = 0) -> int:
         raise ValidationError(f'{name} must be an integer between {minimum} and '
                               f'{SQLITE_INT_MAX}, got {value!r}')
     return value
+
+
+def check_recall_n(n: Any, default: int) -> int:
+    """Return how many results a recall may return: ``default`` for 0, else 1..MAX_RECALL_N."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise ValidationError(f'n must be an integer, got {n!r}')
+    if n == 0:
+        return default
+    if not 1 <= n <= MAX_RECALL_N:
+        raise ValidationError(f'n must be between 1 and {MAX_RECALL_N} (0 = default), got {n}')
+    return n
+
+
+def check_min_confidence(value: Any, default: float) -> float:
+    """Return a recall's confidence floor: ``default`` for a negative value, else at most 1."""
+    value = check_finite('min_confidence', value)
+    if value < 0:
+        return default
+    if value > 1:
+        raise ValidationError(f'min_confidence must be <= 1 (negative = default), got {value}')
+    return value
+
+
+def check_channels(channels: Any) -> tuple[str, ...]:
+    """Return the retrieval channels a recall runs: a non-empty subset of RECALL_CHANNELS."""
+    chosen = tuple(channels)
+    if not chosen or any(c not in RECALL_CHANNELS for c in chosen):
+        raise ValidationError(f'channels must be a non-empty subset of {RECALL_CHANNELS}, '
+                              f'got {chosen!r}')
+    return chosen
 
 
 def plausible_stamp(stamp: float, now: float, max_future: float) -> bool:

@@ -8,47 +8,12 @@ and keeps ROS types out of the engine.
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any, Iterable
 
-from builtin_interfaces.msg import Time
 from robotmem_msgs.msg import Memory, PerceptionData
-from robotmem_ros.engine.types import (EndSessionResult, LearnResult, MemoryRecord,
-                                       PerceptionInput, RecallResult)
-
-_NS = 1_000_000_000
-_SEC_MAX = 2**31 - 1  # Time.sec is int32
-
-
-def to_time(epoch: float | None) -> Time:
-    """
-    Epoch seconds -> Time; None (never happened) -> zero time.
-
-    Never raises: a stored time beyond what Time holds (only a store written before import
-    validated timestamps can have one) becomes the latest Time instead of failing the call.
-    """
-    if epoch is None or not math.isfinite(epoch) or epoch <= 0:
-        return Time()
-    if epoch >= _SEC_MAX:
-        return Time(sec=_SEC_MAX, nanosec=0)
-    ns = round(epoch * _NS)
-    return Time(sec=ns // _NS, nanosec=ns % _NS)
-
-
-def from_time(stamp: Time) -> float | None:
-    """Time -> epoch seconds; a zero stamp (publisher left it unset) -> None, i.e. now."""
-    if stamp.sec == 0 and stamp.nanosec == 0:
-        return None
-    return stamp.sec + stamp.nanosec / _NS
-
-
-def to_json(value: Any) -> str:
-    """Serialize an engine dict/list for a *_json field ('' for nothing)."""
-    if not value:
-        return ''
-    return json.dumps(value, ensure_ascii=False, default=str)
-
+from robotmem_ros.types import (EndSessionResult, LearnResult, MemoryRecord, PerceptionInput,
+                                RecallResult)
+from robotmem_ros.wire import from_time, to_json, to_time
 
 def to_memory(record: MemoryRecord) -> Memory:
     """Build a Memory message from an engine record."""

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable, Deque, Hashable, Sequence
 
-from robotmem_ros.engine.types import PerceptionInput
+from robotmem_ros.types import PerceptionInput
 
 _LOG = logging.getLogger('robotmem.node.ingest')
 

@@ -14,15 +14,12 @@ from typing import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from robotmem_msgs.msg import NodeStatus
-from robotmem_ros.engine.types import EngineStatus
 from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node.perception_ingest import IngestCounters
+from robotmem_ros.types import EngineStatus
+from robotmem_ros.wire import LATCHED
 
-LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
-                     reliability=ReliabilityPolicy.RELIABLE,
-                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
 BACKLOG_WARN_SHARE = 0.8
 # FleetStatus fields mirrored in NodeStatus as fleet_<name>.
 FLEET_FIELDS = ('connected', 'outbox', 'outbox_full', 'last_push', 'last_pull', 'lag_s', 'error')

@@ -1,5 +1,5 @@
 """
-Plain result types of the engine API.
+Plain result types of the memory API (engine and client alike).
 
 They carry Python values only (no ROS types), so the node, the CLI and the benchmarks share
 them; the node converts them to messages in one place.
