@@ -22,8 +22,8 @@ import tempfile
 import time
 from typing import Any, Callable, Sequence
 
-from common import (latency_summary, median_over_repeats, print_table, quiet_logs,
-                    RESULTS_DIR, rss_mb, write_result)
+from common import (add_run_arguments, latency_summary, median_over_repeats, print_table,
+                    quiet_logs, rss_mb, write_run)
 import datagen
 from precomputed import embed_cached, PrecomputedEmbedder
 from robotmem_ros.config import MemoryConfig
@@ -297,11 +297,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--session-size', type=int, default=1000)
     parser.add_argument('--model', default=MemoryConfig().embed_model)
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--no-cache', action='store_true',
-                        help='do not read/write the fill-vector cache')
-    parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
-    parser.add_argument('--name', default='engine', help='result file name (NAME.json)')
+    add_run_arguments(parser, 'engine', 'result file name (NAME.json)')
     parser.add_argument('--smoke', action='store_true', help='tiny sizes (CI)')
     parser.add_argument('--rss-probe', metavar='DB', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -338,14 +334,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             bench.close()
         session = end_session_bench(args, work, bench.real)
-    doc = {'params': {k: v for k, v in vars(args).items() if k != 'results'},
-           'model': bench.real.model_id, 'rss_mb_python': rss_start,
+    doc = {'model': bench.real.model_id, 'rss_mb_python': rss_start,
            'rss_mb_engine_loaded': rss_loaded, 'sizes': sizes, 'decay_rows': args.sizes[-1],
            'decay': decay, 'end_session': session,
            'wall_s': time.perf_counter() - started}
     report(doc)
-    print(f'\nwrote {write_result(args.name, doc, args.results)}')
-    return 0
+    return write_run(args, **doc)
 
 
 if __name__ == '__main__':

@@ -17,18 +17,15 @@ import json
 import os
 import pathlib
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from typing import Any, Sequence
-import uuid
 
-from common import PACKAGE_DIR, print_table, RESULTS_DIR, write_result
+from common import print_table, RESULTS_DIR, write_run
 from robotmem_ros.config import MemoryConfig
+from robotmem_ros.testing import NodeSubprocess
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(101, 200)))
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
@@ -38,20 +35,11 @@ DRAIN_QUIET_S = 3.0
 DRAIN_MAX_S = 120.0
 
 
-class Node:
+class Node(NodeSubprocess):
     """The memory node as a subprocess under a unique namespace."""
 
     def __init__(self, db_path: pathlib.Path, log_path: pathlib.Path, **params: Any) -> None:
-        self.db_path = db_path
-        self.namespace = f'/bench{uuid.uuid4().hex[:8]}'
-        args = [sys.executable, '-m', 'robotmem_ros.node.memory_node', '--ros-args',
-                '-r', f'__ns:={self.namespace}', '-p', f'db_path:={db_path}']
-        for name, value in params.items():
-            args += ['-p', f'{name}:={value}']
-        env = dict(os.environ, PYTHONUNBUFFERED='1')
-        env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
-        self._log = open(log_path, 'ab')
-        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        super().__init__(db_path, log_path, ns_prefix='bench', **params)
 
     def rows(self) -> int:
         """Perception rows in the node's database (read-only connection)."""
@@ -61,18 +49,6 @@ class Node:
                                     "WHERE type = 'perception'").fetchone()[0]
         except sqlite3.OperationalError:
             return 0
-
-    def stop(self) -> int:
-        """SIGINT (the node flushes its buffer), then wait."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(READY_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
 
 
 class Client:
@@ -258,9 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [[r['qos'], r['target_rate'] or 'max', r['published'], r['publish_rate'],
                   r['rows'], r['stored_rate'], r['loss'], r['node_received'],
                   r['node_dropped']] for r in rows])
-    doc = {'params': {k: v for k, v in vars(args).items() if k != 'results'}, 'cases': rows}
-    print(f'\nwrote {write_result(args.name, doc, args.results)}')
-    return 0
+    return write_run(args, cases=rows)
 
 
 if __name__ == '__main__':

@@ -8,6 +8,7 @@ noisy repeat (another process on a 2-core box) does not move the headline.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -16,7 +17,7 @@ import platform
 import statistics
 import subprocess
 import sys
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE_DIR = REPO_ROOT / 'robotmem_ros'
@@ -117,6 +118,35 @@ def write_result(name: str, payload: dict[str, Any],
     path = results_dir / f'{name}.json'
     path.write_text(json.dumps(doc, indent=1, sort_keys=False, default=_jsonable) + '\n')
     return path
+
+
+def write_run(args: argparse.Namespace, **payload: Any) -> int:
+    """Write ``args.name``.json with the run's arguments as ``params``; return exit code 0."""
+    params = {k: v for k, v in vars(args).items() if k != 'results'}
+    print(f'\nwrote {write_result(args.name, {"params": params, **payload}, args.results)}')
+    return 0
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, name: str, name_help: str) -> None:
+    """Add the options every measuring script shares: seed, cache, where and how to write."""
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--no-cache', action='store_true',
+                        help='do not read/write the cached vectors')
+    parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
+    parser.add_argument('--name', default=name, help=name_help)
+
+
+def dedup_results(results: pathlib.Path) -> Iterator[tuple[pathlib.Path, dict[str, Any]]]:
+    """Yield every dedup_<model>.json written with the judgment guard; say which are skipped."""
+    for path in sorted(results.glob('dedup_*.json')):
+        doc = json.loads(path.read_text())
+        if 'sets' not in doc:
+            continue
+        if not all('guards' in r for r in doc['sets'].values()):
+            print(f'{path.name}: written before the judgment guard (issue 12), skipped; '
+                  'rerun bench/dedup_quality.py for this model')
+            continue
+        yield path, doc
 
 
 def _jsonable(value: Any) -> Any:

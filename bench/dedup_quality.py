@@ -29,7 +29,7 @@ import pathlib
 import random
 from typing import Any, Sequence
 
-from common import DEFAULT_EVAL, print_table, quiet_logs, RESULTS_DIR, write_result
+from common import add_run_arguments, DEFAULT_EVAL, print_table, quiet_logs, write_result
 import metrics
 import numpy as np
 from precomputed import embed_cached
@@ -271,10 +271,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help='bundled model for the cosine layer (minilm-l6-dq, minilm-l6-int8, '
                              'use-multilingual-int8) or "none"')
     parser.add_argument('--limit', type=int, default=0, help='subsample pairs per split')
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--no-cache', action='store_true')
-    parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
-    parser.add_argument('--name', default='', help='result name (default dedup_<model>)')
+    add_run_arguments(parser, '', 'result name (default dedup_<model>)')
     return parser.parse_args(argv)
 
 

@@ -23,7 +23,7 @@ import time
 from typing import Any, Sequence
 
 from bench_ingest import Client, Node, qos_profile, READY_TIMEOUT_S, wait
-from common import print_table, RESULTS_DIR, write_result
+from common import print_table, RESULTS_DIR, write_run
 
 
 def stream(client: Client, topic: str, rate: float, stop: threading.Event,
@@ -120,9 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [[r['rate'], r['batch_size'], r['flush_interval'], r['published_before_kill'],
                   r['written_reported'], r['stored'], r['lost'], r['max_node_backlog'],
                   r['bound_min_rF_B']] for r in rows])
-    doc = {'params': {k: v for k, v in vars(args).items() if k != 'results'}, 'rounds': rows}
-    print(f'\nwrote {write_result(args.name, doc, args.results)}')
-    return 0
+    return write_run(args, rounds=rows)
 
 
 if __name__ == '__main__':

@@ -13,7 +13,7 @@ import json
 import pathlib
 from typing import Any, Sequence
 
-from common import RESULTS_DIR
+from common import dedup_results, RESULTS_DIR
 import matplotlib
 
 matplotlib.use('Agg')
@@ -170,14 +170,7 @@ def render(results: pathlib.Path) -> list[pathlib.Path]:
     engine = _load(results / 'engine.json')
     if engine:
         written.append(latency_plot(engine, results / 'latency_vs_n.png'))
-    for path in sorted(results.glob('dedup_*.json')):
-        doc = json.loads(path.read_text())
-        if 'sets' not in doc:
-            continue
-        if not all('guards' in r for r in doc['sets'].values()):
-            print(f'{path.name}: written before the judgment guard (issue 12), skipped; '
-                  'rerun bench/dedup_quality.py for this model')
-            continue
+    for path, doc in dedup_results(results):
         written.append(dedup_hist_plot(doc, results / f'{path.stem}_hist.png',
                                        chosen_thresholds(results, doc['model'])))
         written.append(dedup_pr_plot(doc, results / f'{path.stem}_pr.png'))

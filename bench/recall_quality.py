@@ -33,7 +33,7 @@ import tempfile
 import time
 from typing import Any, Sequence
 
-from common import DEFAULT_EVAL, print_table, quiet_logs, RESULTS_DIR, write_result
+from common import add_run_arguments, DEFAULT_EVAL, print_table, quiet_logs, write_result
 import metrics
 from precomputed import embed_cached, PrecomputedEmbedder
 from robotmem_ros.config import MemoryConfig
@@ -229,10 +229,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--decider', default=MemoryConfig().decider,
                         choices=('rules', 'llm', 'none'),
                         help='decision layer used while ingesting (default: the engine default)')
-    parser.add_argument('--seed', type=int, default=0)
-    parser.add_argument('--no-cache', action='store_true')
-    parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
-    parser.add_argument('--name', default='', help='result name (default recall_<model>)')
+    add_run_arguments(parser, '', 'result name (default recall_<model>)')
     return parser.parse_args(argv)
 
 

@@ -14,11 +14,10 @@ precision of the shipped consolidation values is reported next to it.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 from typing import Any, Sequence
 
-from common import print_table, RESULTS_DIR, write_result
+from common import dedup_results, print_table, RESULTS_DIR, write_result
 from robotmem_ros.config import MemoryConfig
 
 EN_SETS = ('mrpc', 'stsb_en')
@@ -62,14 +61,7 @@ def recommend(results: pathlib.Path) -> dict[str, Any]:
     cfg = MemoryConfig()
     doc: dict[str, Any] = {'models': {}, 'evidence': {}}
     jaccard_votes = []
-    for path in sorted(results.glob('dedup_*.json')):
-        data = json.loads(path.read_text())
-        if 'sets' not in data:
-            continue
-        if not all('guards' in r for r in data['sets'].values()):
-            print(f'{path.name}: written before the judgment guard (issue 12), skipped; '
-                  'rerun bench/dedup_quality.py for this model')
-            continue
+    for _, data in dedup_results(results):
         model, sets = data['model'], data['sets']
         cos_sets = EN_SETS + (ZH_SETS if 'multilingual' in model else ())
         evidence = {}

@@ -1,5 +1,5 @@
 """
-What the node and its clients agree on beyond the .msg files: status QoS, stamps, JSON fields.
+What the node and its clients agree on beyond the .msg files: services, status QoS, stamps, JSON.
 
 Both sides import this module, so it sits at the bottom of the package and imports only rclpy
 and the interfaces: a manipulation node that uses the client never loads the engine.
@@ -13,6 +13,16 @@ from typing import Any
 
 from builtin_interfaces.msg import Time
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
+                               Update)
+
+# The node's services, under its namespace: the node serves exactly these, the client calls
+# exactly these.
+SERVICES: dict[str, Any] = {
+    'learn': Learn, 'recall': Recall, 'start_session': StartSession,
+    'end_session': EndSession, 'save_perception': SavePerception, 'forget': Forget,
+    'update': Update,
+}
 
 # ~/status is latched: a late subscriber gets the last value at once.
 LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,

@@ -14,16 +14,15 @@ import pathlib
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
 from typing import Any, Callable, Iterator
-import uuid
 
 import pytest
+from robotmem_ros.testing import NodeSubprocess
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(1, 100)))
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
@@ -125,28 +124,14 @@ class RosClient:
         self._thread.join(timeout=5)
 
 
-class NodeProcess:
-    """The memory node as a subprocess under a unique namespace, on its own database."""
+class NodeProcess(NodeSubprocess):
+    """The memory node as a subprocess, called and watched through the suite's client."""
 
     def __init__(self, client: RosClient, db_path: pathlib.Path, log_path: pathlib.Path,
                  **params: Any) -> None:
-        self.client = client
-        self.db_path = db_path
-        self.log_path = log_path
-        self.namespace = f'/t{uuid.uuid4().hex[:10]}'
-        self.prefix = f'{self.namespace}/robotmem'
         params.setdefault('embed_backend', 'none')
-        args = [sys.executable, '-m', 'robotmem_ros.node.memory_node', '--ros-args',
-                '-r', f'__ns:={self.namespace}', '-p', f'db_path:={db_path}']
-        for name, value in params.items():
-            if isinstance(value, bool):
-                value = 'true' if value else 'false'
-            args += ['-p', f'{name}:={value}']
-        env = dict(os.environ)
-        env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
-        env['PYTHONUNBUFFERED'] = '1'
-        self._log = open(log_path, 'ab')
-        self.proc = subprocess.Popen(args, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        super().__init__(db_path, log_path, ns_prefix='t', **params)
+        self.client = client
 
     def status(self, predicate: Callable[[Any], bool] = lambda s: s.ready) -> Any:
         """Wait for a NodeStatus satisfying ``predicate`` (latched, so no race at start)."""
@@ -160,22 +145,18 @@ class NodeProcess:
         """Call ``~/<service>`` of this node."""
         return self.client.call(srv_type, f'{self.prefix}/{service}', **fields)
 
-    def log(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text(errors='replace')
-
     def stop(self, sig: int = signal.SIGINT, timeout: float = READY_TIMEOUT_S) -> int:
         """Signal the node and return its exit code."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
+        return super().stop(sig, timeout)
+
+
+def module_node(ros: RosClient, tmp_path_factory: Any, name: str) -> Iterator[NodeProcess]:
+    """Serve one BM25-only node to a whole test module (its tests use their own collections)."""
+    tmp = tmp_path_factory.mktemp(name)
+    proc = NodeProcess(ros, tmp / 'memory.db', tmp / 'node.log', embed_backend='none')
+    proc.status()
+    yield proc
+    assert proc.stop() == 0, proc.log()
 
 
 @pytest.fixture(scope='session')

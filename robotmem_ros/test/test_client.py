@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator
 
-from conftest import CALL_TIMEOUT_S, NodeProcess, PACKAGE_DIR
+from conftest import CALL_TIMEOUT_S, module_node, NodeProcess, PACKAGE_DIR
 import pytest
 import rclpy
 from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
@@ -20,11 +20,7 @@ from robotmem_ros.types import LearnResult, RecallResult
 @pytest.fixture(scope='module')
 def node(ros, tmp_path_factory) -> Iterator[NodeProcess]:
     """One BM25-only node for the module (each test uses its own collection)."""
-    tmp = tmp_path_factory.mktemp('client')
-    proc = NodeProcess(ros, tmp / 'memory.db', tmp / 'node.log', embed_backend='none')
-    proc.status()
-    yield proc
-    assert proc.stop() == 0, proc.log()
+    yield from module_node(ros, tmp_path_factory, 'client')
 
 
 @pytest.fixture(scope='module')

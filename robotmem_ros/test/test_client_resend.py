@@ -14,7 +14,7 @@ import sqlite3
 import threading
 from typing import Any, Iterator
 
-from conftest import CALL_TIMEOUT_S, NodeProcess
+from conftest import CALL_TIMEOUT_S, module_node, NodeProcess
 import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
@@ -26,11 +26,7 @@ from robotmem_ros.node.answered_requests import AnsweredRequests
 @pytest.fixture(scope='module')
 def node(ros, tmp_path_factory) -> Iterator[NodeProcess]:
     """One BM25-only node for the module."""
-    tmp = tmp_path_factory.mktemp('resend')
-    proc = NodeProcess(ros, tmp / 'memory.db', tmp / 'node.log', embed_backend='none')
-    proc.status()
-    yield proc
-    assert proc.stop() == 0, proc.log()
+    yield from module_node(ros, tmp_path_factory, 'resend')
 
 
 def count(node: NodeProcess, sql: str, *args: Any) -> int:

@@ -3,13 +3,9 @@
 import pytest
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine.decision import (
-    Action, Candidate, CREATE, Decider, DELETE, Existing, make_decider, MERGE, NONE, Proposal,
-    RuleDecider, SKIP,
-)
-from robotmem_ros.engine.decision.categories import (
-    category_class, HISTORY, KNOWLEDGE, PROFILE,
-)
+from robotmem_ros.engine.categories import category_class, HISTORY, KNOWLEDGE, PROFILE
+from robotmem_ros.engine.decision import (Action, Candidate, CREATE, Decider, DELETE, Existing,
+                                          make_decider, MERGE, NONE, Proposal, RuleDecider, SKIP)
 from robotmem_ros.engine.decision.normalize import normalize
 from robotmem_ros.errors import ConfigError
 

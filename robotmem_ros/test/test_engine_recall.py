@@ -23,22 +23,24 @@ def test_bad_requests(engine, kwargs, message):
         engine.recall(**kwargs)
 
 
-def test_bm25_only_without_embedder_and_best_is_one(engine):
-    engine.learn('grasp the cup from the side with 12.5N')
-    engine.learn('the conveyor belt runs at 0.3 m/s')
-    result = engine.recall('how to grasp a cup')
-    assert result.mode == 'bm25_only'
-    assert result.memories[0].content.startswith('grasp the cup')
-    assert result.memories[0].rrf_score == 1.0
-    assert result.total == len(result.memories) == 1
-
-
-def test_hybrid_finds_paraphrase_without_shared_words(embedded):
-    embedded.learn('Use a gentle pinch to pick up eggs')
-    embedded.learn('The warehouse door closes at 18:00')
-    result = embedded.recall('how should I grab something fragile')
-    assert result.mode == 'hybrid'
-    assert result.memories[0].content.startswith('Use a gentle pinch')
+@pytest.mark.parametrize('store, facts, query, mode', [
+    # Without an embedder: BM25 alone; the best match scores 1 and nothing unrelated follows.
+    ('engine', ['grasp the cup from the side with 12.5N', 'the conveyor belt runs at 0.3 m/s'],
+     'how to grasp a cup', 'bm25_only'),
+    # With one: the vector channel finds a paraphrase that shares no word with the query.
+    ('embedded', ['Use a gentle pinch to pick up eggs', 'The warehouse door closes at 18:00'],
+     'how should I grab something fragile', 'hybrid'),
+])
+def test_best_match_comes_first(request, store, facts, query, mode):
+    engine = request.getfixturevalue(store)
+    for fact in facts:
+        engine.learn(fact)
+    result = engine.recall(query)
+    assert result.mode == mode
+    assert result.memories[0].content == facts[0]
+    if mode == 'bm25_only':
+        assert result.memories[0].rrf_score == 1.0
+        assert result.total == len(result.memories) == 1
 
 
 def test_query_operator_soup_is_safe(engine):

@@ -238,8 +238,8 @@ def call_node(node, srv_type: Any, service: str, **fields: Any) -> Any:
         before = fingerprint(eng)
     response = node.call(srv_type, service, **fields)
     assert not response.error.startswith('internal error'), response.error
-    rejected = bool(response.error) or getattr(response, 'success', True) is False
-    if rejected:
+    assert response.success == (response.error == ''), 'success and error must agree'
+    if not response.success:
         assert response.error, 'a failure must carry an error'
         with checker(node.db_path) as eng:
             assert fingerprint(eng) == before, 'a rejected call changed the store'

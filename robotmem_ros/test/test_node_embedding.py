@@ -24,5 +24,5 @@ def test_real_embedder_hybrid_recall_and_background_embedding(ros, start_node):
 
     ros.wait_for(DiagnosticArray, '/diagnostics', embedded)  # perception embedded lazily
     found = node.call(Recall, 'recall', query='how hard to hold a coffee mug', min_confidence=0.0)
-    assert found.error == '' and found.mode == 'hybrid'
+    assert found.success and found.error == '' and found.mode == 'hybrid'
     assert 'Grip ceramic cups with 12.5 N of force' in [m.content for m in found.memories]

@@ -48,7 +48,7 @@ def test_learn_recall_update_forget_round_trip(node):
     assert again.existing_id == learned.memory_id
 
     found = node.call(Recall, 'recall', query='red cup', collection='roundtrip')
-    assert found.error == ''
+    assert found.success and found.error == ''
     assert [m.id for m in found.memories] == [learned.memory_id]
     memory = found.memories[0]
     assert memory.content == 'The red cup is on the left shelf'
@@ -127,7 +127,7 @@ def test_bad_input_gives_clear_error_and_leaves_db_unchanged(node, srv_type, ser
     response = node.call(srv_type, service, **fields)
     assert response.error and mentions in response.error, response.error
     assert not response.error.startswith('internal error')
-    assert getattr(response, 'success', False) is False
+    assert response.success is False
     if srv_type is Recall:
         assert list(response.memories) == []
     assert db_fingerprint(node.db_path) == before

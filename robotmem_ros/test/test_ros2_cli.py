@@ -222,6 +222,7 @@ def test_readme_service_calls(ros, readme_node):
     recalled = ros2('service', 'call', '/robotmem/recall', 'robotmem_msgs/srv/Recall',
                     "{query: 'how to grasp a cup'}")
     assert 'grip_force=12.5N works for cups' in recalled.stdout, recalled.stdout
+    assert 'success=True' in recalled.stdout, recalled.stdout
 
 
 def test_readme_commands_on_a_robot(ros, readme_node):

@@ -17,7 +17,6 @@ answer, so a re-send never stores, forgets or consolidates twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import threading
 import time
 from typing import Any, Callable
@@ -33,9 +32,9 @@ from robotmem_ros.client.errors import (ExecutorDeadlockError, MemoryClientError
                                         ServiceTimeoutError, ServiceUnavailableError)
 from robotmem_ros.client.resend import send_until_answered, stamp_request_id
 from robotmem_ros.client.waiting import deadlock_reason, Waiter
-from robotmem_ros.types import (EndSessionResult, LearnResult, RecallResult,
-                                       SessionInfo, UpdateResult)
-from robotmem_ros.wire import LATCHED, to_json
+from robotmem_ros.types import (EndSessionResult, LearnResult, RecallResult, SessionInfo,
+                                UpdateResult)
+from robotmem_ros.wire import LATCHED, SERVICES, to_json
 
 DEFAULT_NAMESPACE = '/robotmem'
 DEFAULT_TIMEOUT_S = 10.0
@@ -43,21 +42,15 @@ DEFAULT_ATTEMPT_TIMEOUT_S = 1.0
 JsonArg = str | dict | list | None
 
 
-@dataclass(frozen=True)
-class _Service:
-    srv_type: Any
-    parse: Callable[[Any], Any]
-    has_success: bool = True   # Recall reports failure through ``error`` only
-
-
-_SERVICES = {
-    'learn': _Service(Learn, results.learn_result),
-    'recall': _Service(Recall, results.recall_result, has_success=False),
-    'start_session': _Service(StartSession, results.session_info),
-    'end_session': _Service(EndSession, results.end_session_result),
-    'save_perception': _Service(SavePerception, lambda res: res.memory_id),
-    'forget': _Service(Forget, lambda res: None),
-    'update': _Service(Update, results.update_result),
+# How each service's response becomes the client's result (wire.SERVICES names them).
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    'learn': results.learn_result,
+    'recall': results.recall_result,
+    'start_session': results.session_info,
+    'end_session': results.end_session_result,
+    'save_perception': lambda res: res.memory_id,
+    'forget': lambda res: None,
+    'update': results.update_result,
 }
 
 
@@ -73,9 +66,9 @@ class MemoryClient:
         self.attempt_timeout = attempt_timeout
         self._group = ReentrantCallbackGroup()
         self._clients = {
-            name: node.create_client(svc.srv_type, f'{self.namespace}/{name}',
+            name: node.create_client(srv_type, f'{self.namespace}/{name}',
                                      callback_group=self._group)
-            for name, svc in _SERVICES.items()}
+            for name, srv_type in SERVICES.items()}
         self._status: NodeStatus | None = None
         self._status_event = threading.Event()
         self._status_sub = node.create_subscription(
@@ -274,12 +267,10 @@ def _settle(name: str, raw: Future, out: Future) -> None:
 
 def _parse(name: str, response: Any) -> Any:
     """Turn a response into the result type, or raise MemoryClientError with the node's text."""
-    service = _SERVICES[name]
-    failed = not response.success if service.has_success else bool(response.error)
-    if failed:
+    if not response.success:
         raise MemoryClientError(name, response.error or 'request failed', response.error)
     try:
-        return service.parse(response)
+        return _PARSERS[name](response)
     except Exception as exc:  # an unparsable answer: the caller must see it
         raise MemoryClientError(name, f'{type(exc).__name__}: {exc}') from exc
 

@@ -1,5 +1,5 @@
 """
-End-of-session consolidation (seed 000): complete-linkage clusters of a session's facts.
+End-of-session consolidation (docs/memory.md): complete-linkage clusters of a session's facts.
 
 The pair judgment is ``pair_similarity(a, b)``, a function of two facts, so how the pairs are
 found (all pairs of a session, or neighbours from an index) can change without changing it.
@@ -12,9 +12,9 @@ parameter in other words. Records (conversation turns, detections, events, sourc
 lines) are never merged, and facts that differ in a number, a negation or an opposite word are
 never similar.
 
-Seed 000's own example (#1-#3 merge) has pairwise whitespace-Jaccard of 0, and still 0.25-0.43
-with our tokens; MiniLM-int8 cosines of the three pairs are 0.59 / 0.73 / 0.75, so the example
-comes out as the seed says only through the number-anchored cosine rule. Without an embedder,
+The design example of docs/memory.md (three wordings of one grip force) has pairwise Jaccard
+0.25-0.43 with our tokens and MiniLM-int8 cosines of 0.59 / 0.73 / 0.75, so it merges only
+through the number-anchored cosine rule. Without an embedder,
 consolidation is Jaccard-only and more conservative.
 """
 
@@ -30,7 +30,7 @@ import numpy as np
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import judgment, store
 from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine.inference import CONSOLIDATION_PROTECTED
+from robotmem_ros.engine.categories import CONSOLIDATION_PROTECTED
 
 MIN_FACTS = 3
 
@@ -156,12 +156,11 @@ def greedy_clusters(items: Sequence[Candidate],
 def eligible(conn: Any, session_id: str, collection: str, config: MemoryConfig,
              vectors: dict[int, np.ndarray]) -> list[Candidate]:
     """Facts of the session that may be merged (not protected, not highly confident)."""
-    protected = sorted(CONSOLIDATION_PROTECTED)
-    marks = ','.join('?' * len(protected))
+    spared, protected = store.not_in('category', CONSOLIDATION_PROTECTED)
     rows = conn.execute(
         'SELECT id, content, category, confidence, access_count, created_at FROM memories '
         "WHERE session_id = ? AND collection = ? AND status = 'active' AND type = 'fact' "
-        f'AND confidence < ? AND category NOT IN ({marks}) ORDER BY created_at, id',
+        f'AND confidence < ? AND {spared} ORDER BY created_at, id',
         [session_id, collection, config.consolidation_max_confidence, *protected]).fetchall()
     return [Candidate(*row, vector=vectors.get(row[0])) for row in rows]
 

@@ -1,9 +1,9 @@
 """
-Confidence decay (seed 000) and recall-time half-life weighting (seed 002).
+Confidence decay and recall-time half-life weighting (docs/memory.md).
 
 Decay is idempotent: each memory stores the reference time up to which decay was applied, and
-only whole elapsed days are applied, so running it twice in a row changes nothing (the seed's
-formula recomputed from creation on every call and compounded). Perceptions start that
+only whole elapsed days are applied, so running it twice in a row changes nothing (a formula
+recomputed from creation on every call would compound). Perceptions start that
 reference at the time they were stored, not at their header stamp: a bag recorded a year ago and
 replayed today is a fresh memory of an old event (docs/reliability.md, "Replayed data").
 """
@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from robotmem_ros.engine import store
-from robotmem_ros.engine.inference import DECAY_PROTECTED
+from robotmem_ros.engine.categories import DECAY_PROTECTED
 
 DAY = 86_400.0
 
@@ -30,12 +30,11 @@ def apply_decay(conn: Any, collection: str, rate: float, now: float,
     """
     if rate <= 0.0:
         return 0
-    protected = sorted(DECAY_PROTECTED)
-    marks = ','.join('?' * len(protected))
+    spared, protected = store.not_in('category', DECAY_PROTECTED)
     rows = conn.execute(
         'SELECT id, confidence, MAX(created_at, COALESCE(last_accessed, 0), '
         'COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref FROM memories '
-        f"WHERE collection = ? AND status = 'active' AND category NOT IN ({marks})",
+        f"WHERE collection = ? AND status = 'active' AND {spared}",
         [collection, *protected]).fetchall()
     updates = []
     for memory_id, confidence, ref in rows:

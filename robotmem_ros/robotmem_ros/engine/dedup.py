@@ -1,5 +1,5 @@
 """
-Write-time dedup pipeline (seed 000): exact → Jaccard → cosine → session.
+Write-time dedup pipeline (docs/memory.md): exact → Jaccard → cosine → session.
 
 Runs on the writer connection inside the writer lock, so the check and the insert that follows
 are one atomic step. Every layer asks ``judgment.difference`` before it folds a fact: texts
@@ -23,7 +23,7 @@ from robotmem_ros.engine import text as textmod
 JACCARD_CANDIDATES = 5
 COSINE_CANDIDATES = 3
 # The collection-wide KNN fetches this many so the decision layer can reuse the neighbours
-# instead of scanning the vectors a second time; dedup itself looks at the top 3 (seed 000).
+# instead of scanning the vectors a second time; dedup itself looks at the top 3 (docs/memory.md).
 NEIGHBOURS = 5
 SESSION_CANDIDATES = 20
 
@@ -93,7 +93,7 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
     contents = _contents(conn, [memory_id for memory_id, _ in hits])
     scored = [(memory_id, textmod.jaccard(tokens, textmod.jaccard_tokens(contents[memory_id])))
               for memory_id, _ in hits]
-    # Seed 000: Jaccard must exceed its threshold; cosine only has to reach its own.
+    # Jaccard must exceed its threshold; cosine only has to reach its own (docs/memory.md).
     return _judge(verdict, content, scored, contents,
                   lambda sim: sim > config.dedup_jaccard_threshold,
                   config.similar_jaccard_min, method)

@@ -427,7 +427,8 @@ class MemoryEngine:
     def cleanup_exact_duplicates(self, collection: str = '', dry_run: bool = True
                                  ) -> list[dict]:
         """Supersede repeated active facts (<= 200 per call); ``dry_run`` only previews."""
-        return maintenance.cleanup_exact_duplicates(self._ctx, self._collection(collection), dry_run)
+        return maintenance.cleanup_exact_duplicates(self._ctx, self._collection(collection),
+                                                    dry_run)
 
     def doctor(self, repair: bool = False) -> dict:
         """Check FTS/vector/tag/history/session consistency; ``repair`` fixes it."""

@@ -14,12 +14,7 @@ from typing import Any
 
 from robotmem_ros.errors import ValidationError
 
-CATEGORIES = ('observation', 'constraint', 'preference', 'decision', 'procedure', 'postmortem',
-              'gotcha', 'profile', 'entity', 'event')
 KINDS = ('episodic', 'semantic')
-# Categories whose confidence never decays (seed 000 protects them from consolidation too).
-DECAY_PROTECTED = frozenset({'constraint', 'preference'})
-CONSOLIDATION_PROTECTED = frozenset({'constraint', 'postmortem', 'gotcha'})
 
 # First matching rule wins; order goes from the most to the least specific signal.
 _RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(

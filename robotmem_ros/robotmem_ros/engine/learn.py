@@ -2,10 +2,11 @@
 Learn pipeline: validate → label → embed → dedup → decide → write.
 
 Three steps keep the writer lock short. (1) Under the lock, the dedup layers run; a duplicate
-reinforces the existing memory and ends there. (2) Outside the lock, the decision layer (seed
-001) judges whether the new fact refines or contradicts similar ones — an LLM decider may take
-seconds and must not stall other writers. (3) Under the lock again, the fact is written and the
-decision applied; the unique index still guarantees no second active copy appears meanwhile.
+reinforces the existing memory and ends there. (2) Outside the lock, the decision layer
+(docs/decisions.md) judges whether the new fact refines or contradicts similar ones — an LLM
+decider may take seconds and must not stall other writers. (3) Under the lock again, the fact
+is written and the decision applied; the unique index still guarantees no second active copy
+appears meanwhile.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class Learner:
         if self.decider is None:
             return []
         scores = {r.id: r.rrf_score for r in similar}
-        for memory_id, sim in neighbours:  # seed 001: vector prefilter with threshold 0.0
+        for memory_id, sim in neighbours:  # vector prefilter, threshold 0.0 (docs/decisions.md)
             scores.setdefault(memory_id, sim)
         records = store.fetch_records(conn, list(scores))
         return [Existing(r.id, r.content, r.category, r.context, r.created_at, scores[r.id])

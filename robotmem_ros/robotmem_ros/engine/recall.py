@@ -1,5 +1,5 @@
 """
-Recall pipeline (seed 004): BM25 + filtered KNN → RRF → weights → filters → top-k.
+Recall pipeline (docs/memory.md, Recall): BM25 + filtered KNN → RRF → weights → filters → top-k.
 
 Filters never starve results: when filtering leaves fewer than n, both channels are fetched
 once more at ``max_fetch`` depth before giving up. KNN filters by collection, status and session
@@ -9,7 +9,6 @@ inside the vector index, so a superseded memory never takes a KNN slot.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod

@@ -57,7 +57,7 @@ _V1 = [
         valid_until REAL,
         embedded INTEGER NOT NULL DEFAULT 0)""",
     # Exact dedup is enforced by the database, not by a read-then-write check: two writers can
-    # never both insert the same active fact (seed 003 accepts that race; we do not).
+    # never both insert the same active fact (docs/memory.md): no check-then-insert race.
     """
     CREATE UNIQUE INDEX uq_memories_active_fact
         ON memories(collection, content_hash) WHERE status = 'active' AND type = 'fact'""",

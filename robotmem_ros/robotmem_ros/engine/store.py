@@ -300,3 +300,9 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
            f'ORDER BY score LIMIT :lim')
     rows = conn.execute(sql, params).fetchall()
     return [(row[0], row[1]) for row in rows]
+
+
+def not_in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
+    """Return ``column NOT IN (?, ...)`` and its parameters, in a stable order."""
+    names = sorted(values)
+    return f'{column} NOT IN ({",".join("?" * len(names))})', names

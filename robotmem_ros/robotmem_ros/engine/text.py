@@ -2,8 +2,8 @@
 Text normalization and tokenization shared by dedup, FTS indexing and consolidation.
 
 One tokenizer serves the FTS index, the FTS query and the Jaccard layer, so a token that
-matches in one place matches in all. Seed 000 splits on whitespace, which makes
-``grip_force=12.5N`` a single token and the seed's own consolidation example impossible; here
+matches in one place matches in all (docs/memory.md, Tokens). A whitespace split would make
+``grip_force=12.5N`` a single token and the consolidation example there impossible; here
 identifiers are split on ``_ = : /``, numbers keep their attached unit (``12.5n``), English words
 get a light plural/-ing stem, and Chinese runs are segmented with jieba.
 """
@@ -28,7 +28,7 @@ _LATIN_TOKEN = re.compile(r'\d+(?:\.\d+)?[^\W\d_]*%?|[^\W\d_][^\W_]*')
 _NUMBER = re.compile(r'(?<![\w.])[-+]?\d+(?:\.\d+)?')
 _WS = re.compile(r'\s+')
 
-# Seed 000's stopwords (EN + ZH + category words, so that sharing a category keyword alone never
+# Stopwords (EN + ZH + category words, so that sharing a category keyword alone never
 # makes two facts look alike) plus common English function words.
 JACCARD_STOPWORDS = frozenset(
     '的 了 在 是 把 被 给 和 与 从 到 也 都 就 对 又 所 而 且 但 或 '
@@ -51,11 +51,6 @@ def normalize_for_hash(text: str) -> str:
 def content_hash(text: str) -> str:
     """SHA-256 of the normalized text (full digest: collisions must not merge facts)."""
     return hashlib.sha256(normalize_for_hash(text).encode('utf-8')).hexdigest()
-
-
-def has_cjk(text: str) -> bool:
-    """Return True when the text contains CJK ideographs."""
-    return _CJK.search(text) is not None
 
 
 def _stem(word: str) -> str:
@@ -129,7 +124,7 @@ def fts_query(text: str) -> str | None:
     Build a safe FTS5 MATCH expression: OR of quoted tokens, no operators; None if empty.
 
     Tokens contain only word characters, '.' and '%', so quoting makes every one a literal
-    phrase; raw user text never reaches MATCH (seed 004's pipeline swallowed syntax errors).
+    phrase; raw user text never reaches MATCH, so no query is a syntax error.
     """
     tokens = [t for t in dict.fromkeys(tokenize(text)) if t not in QUERY_STOPWORDS]
     if not tokens:

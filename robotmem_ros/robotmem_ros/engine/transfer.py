@@ -307,21 +307,19 @@ def _text(obj: dict[str, Any], name: str, where: str, required: bool = True) -> 
     return value
 
 
-def _number(obj: dict[str, Any], name: str, where: str, optional: bool = False
-            ) -> float | None:
+def _number(obj: dict[str, Any], name: str, where: str, optional: bool = False,
+            check: Callable[[str, Any], float] = check_finite) -> float | None:
+    """Return a finite number, None when ``optional`` and absent; ``check`` may narrow it."""
     value = obj.get(name)
     if value is None and optional:
         return None
-    return check_finite(f'{where}: {name}', value)
+    return check(f'{where}: {name}', value)
 
 
 def _time(obj: dict[str, Any], name: str, where: str, optional: bool = False
           ) -> float | None:
     """Epoch seconds that a message can carry (a larger one broke every later recall)."""
-    value = obj.get(name)
-    if value is None and optional:
-        return None
-    return check_timestamp(f'{where}: {name}', value)
+    return _number(obj, name, where, optional, check_timestamp)
 
 
 def _confidence(obj: dict[str, Any], where: str) -> float:

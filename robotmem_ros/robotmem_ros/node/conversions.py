@@ -15,6 +15,7 @@ from robotmem_ros.types import (EndSessionResult, LearnResult, MemoryRecord, Per
                                 RecallResult)
 from robotmem_ros.wire import from_time, to_json, to_time
 
+
 def to_memory(record: MemoryRecord) -> Memory:
     """Build a Memory message from an engine record."""
     return Memory(
@@ -46,6 +47,7 @@ def fill_learn(response: Any, result: LearnResult) -> Any:
 
 def fill_recall(response: Any, result: RecallResult) -> Any:
     """Fill a Recall response from the engine result."""
+    response.success = True
     response.memories = to_memories(result.memories)
     response.total = result.total
     response.mode = result.mode

@@ -37,11 +37,14 @@ from robotmem_ros.node.perception_ingest import PerceptionIngest
 from robotmem_ros.node.perception_receiver import PerceptionReceiver
 from robotmem_ros.node.status import StatusReporter
 from robotmem_ros.ros_session import ros_session
+from robotmem_ros.wire import SERVICES
 
 NODE_NAME = 'robotmem'
 EMBED_PERIOD_S = 1.0
 STATUS_POLL_S = 0.25
 EXECUTOR_THREADS = 4
+# Services that only read: they run in a Reentrant group, beside the one writer at a time.
+READ_SERVICES = frozenset({'recall'})
 
 
 def perception_qos(config: MemoryConfig) -> QoSProfile:
@@ -88,15 +91,11 @@ class MemoryNode(Node):
 
         writes = MutuallyExclusiveCallbackGroup()
         reads = ReentrantCallbackGroup()
-        for srv_type, name, handler, group in (
-                (Learn, '~/learn', self._learn, writes),
-                (Recall, '~/recall', self._recall, reads),
-                (StartSession, '~/start_session', self._start_session, writes),
-                (EndSession, '~/end_session', self._end_session, writes),
-                (SavePerception, '~/save_perception', self._save_perception, writes),
-                (Forget, '~/forget', self._forget, writes),
-                (Update, '~/update', self._update, writes)):
-            self.create_service(srv_type, name, self._guarded(name, handler, group is writes),
+        for name, srv_type in SERVICES.items():  # each served by the method _<name>
+            group = reads if name in READ_SERVICES else writes
+            self.create_service(srv_type, f'~/{name}',
+                                self._guarded(f'~/{name}', getattr(self, f'_{name}'),
+                                              group is writes),
                                 callback_group=group)
         self._ingest.start()
         self._receiver = PerceptionReceiver(self, perception_qos(config), self._on_perception)
@@ -267,19 +266,14 @@ class MemoryNode(Node):
 
     # --- shutdown -------------------------------------------------------------------------------
     def _shutdown_engine(self) -> None:
+        """Stop the parts in dependency order (buffer flushed before the store closes)."""
         self.stop_receiving()
-        if self._ingest is not None:
-            self._ingest.stop()
-            self._ingest = None
-        if self._fleet is not None:
-            self._fleet.stop()
-            self._fleet = None
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
-        if self._owner is not None:
-            self._owner.release()
-            self._owner = None
+        for attribute, finish in (('_ingest', 'stop'), ('_fleet', 'stop'), ('_engine', 'close'),
+                                  ('_owner', 'release')):
+            part = getattr(self, attribute)
+            if part is not None:  # the ingest's last flush still writes through the engine
+                getattr(part, finish)()
+                setattr(self, attribute, None)
         log_bridge.uninstall(self._log_handler)
 
     def stop_receiving(self) -> None:

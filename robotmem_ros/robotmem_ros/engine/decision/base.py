@@ -13,12 +13,11 @@ import abc
 import logging
 from typing import Sequence
 
-from robotmem_ros.engine.decision.categories import category_class, PROFILE, same_category
+from robotmem_ros.engine.categories import category_class, PROFILE, same_category
 from robotmem_ros.engine.decision.merge import merge_text
 from robotmem_ros.engine.decision.normalize import normalize
-from robotmem_ros.engine.decision.types import (
-    Action, Candidate, CREATE, Existing, MERGE, NONE, Outcome, Proposal, SKIP,
-)
+from robotmem_ros.engine.decision.types import (Action, Candidate, CREATE, Existing, MERGE, NONE,
+                                                Outcome, Proposal, SKIP)
 
 _log = logging.getLogger(__name__)
 MAX_PEERS = 5
@@ -57,7 +56,7 @@ def peers_of(candidate: Candidate, existing: Sequence[Existing]) -> list[Existin
 
 
 def profile_proposal(candidate: Candidate, top: Existing) -> Proposal:
-    """Profile facts always fold into the closest profile memory (seed 001)."""
+    """Profile facts always fold into the closest profile memory (docs/decisions.md)."""
     merged = merge_text(top.text, candidate.text)
     if merged is None:
         return Proposal(SKIP, reason='the profile already says this')

@@ -1,11 +1,11 @@
 """
 Split a short fact into its facet (what it is about) and its value (what it says).
 
-Seed 001's ``_extract_facet_key`` keeps the text before ':' / '-' / '—', else the first 24
-characters. Robot facts are mostly "<attribute> for <subject> is <value>", so the split here
-also stops at copulas ("is", "needs", "是", "为"), keeps names with digits ("M4", "shelf_1",
-"ur5e") as words, turns numbers with units into SI quantities, and records negation, which
-is how the rules tell "the same fact said again" from "the same facet with a new value".
+A facet key is the text before ':' / '-' / '—', else the first 24 characters
+(docs/decisions.md). Robot facts are mostly "<attribute> for <subject> is <value>", so the
+split here also stops at copulas ("is", "needs", "是", "为"), keeps names with digits ("M4",
+"shelf_1", "ur5e") as words, turns numbers with units into SI quantities, and records negation,
+which is how the rules tell "the same fact said again" from "the same facet with a new value".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """
-Seed 001's normalization rules: turn any decider's proposal into a consistent outcome.
+Normalization rules (docs/decisions.md): turn any decider's proposal into a consistent outcome.
 
 Whatever a decider proposes (the rules or a language model that ignored its instructions),
 the engine only ever executes an outcome that obeys, in this order:
@@ -23,14 +23,12 @@ import dataclasses
 import logging
 from typing import Sequence
 
-from robotmem_ros.engine.decision.categories import (category_class, HISTORY, PROFILE,
-                                                     same_category)
+from robotmem_ros.engine.categories import category_class, HISTORY, PROFILE, same_category
 from robotmem_ros.engine.decision.guard import action_refusal, skip_refusal
 from robotmem_ros.engine.decision.merge import merge_text
-from robotmem_ros.engine.decision.types import (
-    Action, ACTION_KINDS, Candidate, CREATE, DECISIONS, DELETE, Existing, MERGE, NONE,
-    Outcome, Proposal, SKIP,
-)
+from robotmem_ros.engine.decision.types import (Action, ACTION_KINDS, Candidate, CREATE, DECISIONS,
+                                                DELETE, Existing, MERGE, NONE, Outcome, Proposal,
+                                                SKIP)
 
 _log = logging.getLogger(__name__)
 _LEGACY_MERGE = 'MERGE'
@@ -82,7 +80,7 @@ def _guard_actions(actions: list[Action], candidate: Candidate, existing: Sequen
                    notes: list[str], withheld: list[int]) -> list[Action]:
     """Drop MERGE / DELETE actions the texts give no evidence for; withhold their targets."""
     by_id = {e.id: e for e in existing}
-    profile = category_class(candidate.category) == PROFILE  # seed 001: profiles always merge
+    profile = category_class(candidate.category) == PROFILE  # profiles always merge
     kept = []
     for action in actions:
         why = '' if profile and action.kind == MERGE else action_refusal(

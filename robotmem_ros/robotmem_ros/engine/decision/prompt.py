@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from robotmem_ros.engine.decision.categories import category_class, HISTORY
+from robotmem_ros.engine.categories import category_class, HISTORY
 from robotmem_ros.engine.decision.facet import facet_key
 from robotmem_ros.engine.decision.types import Candidate, Existing
 

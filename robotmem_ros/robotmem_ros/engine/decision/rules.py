@@ -15,17 +15,15 @@ from __future__ import annotations
 from typing import Sequence
 
 from robotmem_ros.engine import judgment
+from robotmem_ros.engine.categories import category_class, HISTORY
 from robotmem_ros.engine.decision.base import Decider
-from robotmem_ros.engine.decision.categories import category_class, HISTORY
 from robotmem_ros.engine.decision.facet import parse, Parsed
 from robotmem_ros.engine.decision.guard import skip_refusal
 from robotmem_ros.engine.decision.merge import merge_text
-from robotmem_ros.engine.decision.relation import (
-    classify, CONTRADICTS, REFINES, SAME, scope_differs, UNRELATED,
-)
-from robotmem_ros.engine.decision.types import (
-    Action, Candidate, CREATE, DELETE, Existing, MERGE, NONE, Proposal, SKIP,
-)
+from robotmem_ros.engine.decision.relation import (classify, CONTRADICTS, REFINES, SAME,
+                                                   scope_differs, UNRELATED)
+from robotmem_ros.engine.decision.types import (Action, Candidate, CREATE, DELETE, Existing, MERGE,
+                                                NONE, Proposal, SKIP)
 
 
 class RuleDecider(Decider):
