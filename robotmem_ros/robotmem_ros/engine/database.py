@@ -52,7 +52,8 @@ class StoreConnection(sqlite3.Connection):  # type: ignore[misc]
     vector_index: VectorIndex | None = None
 
 
-def _connect(path: str, *, read_only: bool = False) -> Any:
+def connect(path: str, *, read_only: bool = False) -> Any:
+    """Open a connection with the store's settings (``read_only`` never writes the file)."""
     uri = pathlib.Path(path).absolute().as_uri() + ('?mode=ro' if read_only else '')
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
                            isolation_level=None, check_same_thread=False,
@@ -104,7 +105,7 @@ class Database:
         self._readers_lock = threading.Lock()
         self._closed = False
         try:
-            self._writer = _connect(str(path))
+            self._writer = connect(str(path))
             self._writer.execute('PRAGMA journal_mode=WAL')
         except sqlite3.DatabaseError as exc:
             raise classify(exc, path) from exc
@@ -224,7 +225,7 @@ class Database:
         self._check_open()
         conn = getattr(self._local, 'conn', None)
         if conn is None:
-            conn = _connect(str(self.path))
+            conn = connect(str(self.path))
             conn.vector_index = self.vectors
             self._local.conn = conn
             with self._readers_lock:
