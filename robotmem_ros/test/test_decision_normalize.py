@@ -1,4 +1,4 @@
-"""Seed 001's normalization and category rules, one test per rule."""
+"""The normalization and category rules of docs/decisions.md, one test per rule."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Learn: validation, auto-inference and each write-time dedup layer (seed 000)."""
+"""Learn: validation, auto-inference and each write-time dedup layer (docs/memory.md)."""
 
 import threading
 

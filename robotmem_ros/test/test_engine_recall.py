@@ -1,4 +1,4 @@
-"""Recall: seed 004's pipeline, filters that never starve, episode listing, touch."""
+"""Recall: the pipeline of docs/memory.md, filters that never starve, episode listing, touch."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""Sessions: consolidation (seed 000's example), decay, half-life, perceptions."""
+"""Sessions: consolidation (the example of docs/memory.md), decay, half-life, perceptions."""
 
 from engine_helpers import count, FakeClock, make_engine
 import pytest
@@ -7,7 +7,7 @@ from robotmem_ros.engine.decay import half_life_weight
 from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import PerceptionInput
 
-SEED_EXAMPLE = [
+CONSOLIDATION_EXAMPLE = [
     ('grip_force=12.5N works for cups', 'observation', 0.85),
     ('12.5N grip force optimal for cylinders', 'observation', 0.80),
     ('force 12.5N best for cup grasping', 'observation', 0.90),
@@ -16,9 +16,9 @@ SEED_EXAMPLE = [
 ]
 
 
-def _learn_seed_example(engine, session):
+def _learn_consolidation_example(engine, session):
     ids = []
-    for text, category, confidence in SEED_EXAMPLE:
+    for text, category, confidence in CONSOLIDATION_EXAMPLE:
         result = engine.learn(text, {'category': category, 'confidence': confidence},
                               session_id=session)
         assert result.status == 'created'
@@ -26,10 +26,10 @@ def _learn_seed_example(engine, session):
     return ids
 
 
-def test_seed_consolidation_example(tmp_path):
+def test_consolidation_example(tmp_path):
     engine = make_engine(tmp_path, embed=True)
     session = engine.start_session().session_id
-    m1, m2, m3, m4, m5 = _learn_seed_example(engine, session)
+    m1, m2, m3, m4, m5 = _learn_consolidation_example(engine, session)
     result = engine.end_session(session, 0.9)
     assert (result.merged_groups, result.superseded_count) == (1, 2)
     assert result.consolidated == [{'representative_id': m3, 'superseded_ids': [m1, m2],
@@ -46,7 +46,7 @@ def test_seed_consolidation_example(tmp_path):
 def test_consolidation_without_embedder_is_conservative(tmp_path):
     engine = make_engine(tmp_path)
     session = engine.start_session().session_id
-    _learn_seed_example(engine, session)
+    _learn_consolidation_example(engine, session)
     assert engine.end_session(session).superseded_count == 0
     engine.close()
 

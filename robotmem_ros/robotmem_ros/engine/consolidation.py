@@ -12,7 +12,7 @@ parameter in other words. Records (conversation turns, detections, events, sourc
 lines) are never merged, and facts that differ in a number, a negation or an opposite word are
 never similar.
 
-The design example of docs/memory.md (three wordings of one grip force) has pairwise Jaccard
+The example of docs/memory.md (three wordings of one grip force) has pairwise Jaccard
 0.25-0.43 with our tokens and MiniLM-int8 cosines of 0.59 / 0.73 / 0.75, so it merges only
 through the number-anchored cosine rule. Without an embedder,
 consolidation is Jaccard-only and more conservative.
