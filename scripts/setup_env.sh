@@ -82,5 +82,5 @@ fi
 echo "[setup] colcon build ok in $((SECONDS - start)) s"
 # Build the fast int8 embedding model from the model packages (skipped when present and
 # verified). Never fatal: without it the node embeds with minilm-l6-int8.
-python -m robotmem_ros.embedding.quantize \
+python -m robotmem_ros.model_build.quantize \
   || echo "[setup] WARNING: minilm-l6-dq not built; embeddings fall back to minilm-l6-int8" >&2

@@ -1,10 +1,11 @@
 """
-Every tunable of robotmem, in one table.
+Every tunable of robotmem, in one table grouped by owner: engine, embedder loader, node, fleet.
 
 The engine, the node and the CLI read the same ``MemoryConfig``. Each field carries the
 metadata the node needs to declare it as a ROS parameter (description, range, choices,
-read-only), so a parameter and its engine setting can never drift apart in name, default or
-bounds. ``config/params.yaml`` lists the same names with the same defaults (a test checks it).
+read-only, owner), so a parameter and its setting can never drift apart in name, default or
+bounds. ``config/params.yaml`` is written from this table (``python -m
+robotmem_ros.node.params_file``; a test checks it is current, descriptions included).
 """
 
 from __future__ import annotations
@@ -14,171 +15,194 @@ from dataclasses import dataclass, field
 import math
 import os
 import pathlib
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from robotmem_ros.errors import ConfigError
 
 
+# Who reads a setting; each one is read by its owner only.
+OWNERS = {
+    'engine': 'the memory engine (robotmem_ros.engine.MemoryEngine)',
+    'embedder': 'the embedder loader (robotmem_ros.embedding.load_embedder)',
+    'node': 'the ROS node (robotmem_ros.node.memory_node)',
+    'fleet': 'the fleet sync (robotmem_ros.fleet; docs/fleet.md)',
+}
+
+
 @dataclass(frozen=True)
 class ParamSpec:
-    """How one setting is exposed and validated."""
+    """How one setting is exposed and validated, and who reads it."""
 
     description: str
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] = ()
     read_only: bool = False
+    owner: str = 'engine'
 
 
-def _p(default: Any, description: str, *, lo: float | None = None, hi: float | None = None,
-       choices: tuple[str, ...] = (), read_only: bool = False) -> Any:
-    spec = ParamSpec(description, lo, hi, choices, read_only)
-    return field(default=default, metadata={'spec': spec})
+def _setting(owner: str) -> Callable[..., Any]:
+    def declare(default: Any, description: str, *, lo: float | None = None,
+                hi: float | None = None, choices: tuple[str, ...] = (),
+                read_only: bool = False) -> Any:
+        spec = ParamSpec(description, lo, hi, choices, read_only, owner)
+        return field(default=default, metadata={'spec': spec})
+    return declare
+
+
+# One declaring function per owner, named by its first letter (m: the embedding model loader).
+_e, _m, _n, _f = (_setting(owner) for owner in OWNERS)
 
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """All settings; field names are the ROS parameter names."""
+    """
+    All settings, grouped by owner; field names are the ROS parameter names.
 
-    # --- store -------------------------------------------------------------------------------
-    db_path: str = _p('', 'SQLite file of the memory store; empty = $ROBOTMEM_HOME/memory.db '
+    One declaration keeps a parameter and its setting from drifting apart; the grouping (and
+    ``owned_by``) keeps each part reading only its own settings.
+    """
+
+    # === ENGINE: robotmem_ros.engine (MemoryEngine) ==========================================
+    # --- store and request limits ------------------------------------------------------------
+    db_path: str = _e('', 'SQLite file of the memory store; empty = $ROBOTMEM_HOME/memory.db '
                       '(default ~/.robotmem/memory.db).', read_only=True)
-    collection: str = _p('default', 'Collection used when a request leaves it empty.')
-    max_insight_chars: int = _p(2000, 'Longest accepted insight / new_content, in characters.',
+    collection: str = _e('default', 'Collection used when a request leaves it empty.')
+    max_insight_chars: int = _e(2000, 'Longest accepted insight / new_content, in characters.',
                                 lo=1, hi=100_000)
-    max_description_chars: int = _p(4000, 'Longest accepted perception description.',
+    max_description_chars: int = _e(4000, 'Longest accepted perception description.',
                                     lo=1, hi=100_000)
-    max_json_bytes: int = _p(262_144, 'Largest accepted JSON field (context, data, metadata, '
+    max_json_bytes: int = _e(262_144, 'Largest accepted JSON field (context, data, metadata, '
                              'filters), in UTF-8 bytes.', lo=64, hi=16_777_216)
-    max_json_depth: int = _p(16, 'Deepest accepted JSON nesting.', lo=1, hi=64)
-    store_lock_timeout: float = _p(30.0, 'Seconds a starting node (or the CLI) waits while '
+    max_json_depth: int = _e(16, 'Deepest accepted JSON nesting.', lo=1, hi=64)
+    store_lock_timeout: float = _e(30.0, 'Seconds a starting node (or the CLI) waits while '
                                    'another process holds the write lock of the store, before '
                                    'it gives up with one fatal error.', lo=0.0, hi=3600.0,
                                    read_only=True)
-
-    # --- embedding ---------------------------------------------------------------------------
-    embed_backend: str = _p('onnx', 'Embedding backend; "none" runs BM25-only.',
-                            choices=('onnx', 'none'), read_only=True)
-    embed_model: str = _p('minilm-l6-dq', 'Bundled model name (ignored when model_dir is '
-                          'set).', read_only=True)
-    model_dir: str = _p('', 'Directory with model.onnx + tokenizer.json of a user model.',
-                        read_only=True)
-    embed_device: str = _p('cpu', 'Execution provider; unavailable ones fall back to CPU.',
-                           choices=('cpu', 'cuda', 'tensorrt', 'auto'), read_only=True)
-    embed_threads: int = _p(2, 'Intra-op threads for CPU inference (0 = onnxruntime default).',
-                            lo=0, hi=64, read_only=True)
-    trt_cache_dir: str = _p('', 'TensorRT engine cache dir; empty = <db dir>/trt_cache.',
-                            read_only=True)
-    trt_fp16: bool = _p(True, 'Let TensorRT build fp16 engines (Jetson).', read_only=True)
-    min_readability: float = _p(0.7, 'Share of tokens the model must read for cosine dedup and '
+    min_readability: float = _e(0.7, 'Share of tokens the model must read for cosine dedup and '
                                 'the vector channel to be used for a text.', lo=0.0, hi=1.0)
-    query_cache_size: int = _p(256, 'Recall query embeddings kept in an LRU cache.',
-                               lo=0, hi=100_000, read_only=True)
-
-    # --- write-time dedup --------------------------------------------------------------------
-    dedup_jaccard_threshold: float = _p(0.70, 'Jaccard above which a new fact is a duplicate.',
-                                        lo=0.0, hi=1.0)
-    dedup_cosine_threshold: float = _p(0.80, 'Cosine at or above which a new fact is a '
-                                       'duplicate when the judgment guard finds no content '
-                                       'difference (calibrated per model by bench).',
-                                       lo=0.0, hi=1.0)
-    session_cosine_threshold: float = _p(0.80, 'Cosine for duplicates within one session.',
-                                         lo=0.0, hi=1.0)
-    similar_jaccard_min: float = _p(0.40, 'Jaccard from which a fact is reported as similar.',
-                                    lo=0.0, hi=1.0)
-    similar_cosine_min: float = _p(0.40, 'Cosine from which a fact is reported as similar.',
-                                   lo=0.0, hi=1.0)
-
-    # --- consolidation and decay -------------------------------------------------------------
-    consolidation_threshold: float = _p(0.60, 'Pairwise Jaccard above which session facts are '
-                                        'merged at end_session.', lo=0.0, hi=1.0)
-    consolidation_cosine_threshold: float = _p(0.85, 'Cosine at or above which session facts '
-                                               'are merged (when both are embedded).',
-                                               lo=0.0, hi=1.0)
-    consolidation_numeric_cosine_threshold: float = _p(
-        0.55, 'Cosine at or above which session facts that mention the same numbers are merged.',
-        lo=0.0, hi=1.0)
-    consolidation_max_confidence: float = _p(0.95, 'Facts at or above this confidence are never '
-                                             'consolidated.', lo=0.0, hi=1.0)
-    max_pending_embeddings: int = _p(
+    max_pending_embeddings: int = _e(
         100_000, 'Embedding backlog bound: past it the oldest waiting perceptions stay '
         'BM25-only (counted in diagnostics).', lo=1, hi=100_000_000)
-    perception_retention_days: float = _p(
+    perception_stamp_max_future: float = _e(
+        3600.0, 'Seconds a perception header stamp may lie ahead of the node clock; stamps '
+        'further ahead, before 2000-01-01 or negative are replaced by the receive time and '
+        'counted (stamps_replaced).', lo=0.0, hi=31_536_000.0)
+
+    # --- write-time dedup --------------------------------------------------------------------
+    dedup_jaccard_threshold: float = _e(0.70, 'Jaccard above which a new fact is a duplicate.',
+                                        lo=0.0, hi=1.0)
+    dedup_cosine_threshold: float = _e(0.80, 'Cosine at or above which a new fact is a '
+                                       'duplicate when the judgment guard finds no content '
+                                       'difference. 0.80 is calibrated for the default model '
+                                       'minilm-l6-dq; other models: docs/performance.md, '
+                                       'Thresholds.', lo=0.0, hi=1.0)
+    session_cosine_threshold: float = _e(0.80, 'Cosine for duplicates within one session.',
+                                         lo=0.0, hi=1.0)
+    similar_jaccard_min: float = _e(0.40, 'Jaccard from which a fact is reported as similar.',
+                                    lo=0.0, hi=1.0)
+    similar_cosine_min: float = _e(0.40, 'Cosine from which a fact is reported as similar.',
+                                   lo=0.0, hi=1.0)
+
+    # --- consolidation, decay, retention -----------------------------------------------------
+    consolidation_threshold: float = _e(0.60, 'Pairwise Jaccard above which session facts are '
+                                        'merged at end_session.', lo=0.0, hi=1.0)
+    consolidation_cosine_threshold: float = _e(0.85, 'Cosine at or above which session facts '
+                                               'are merged (when both are embedded).',
+                                               lo=0.0, hi=1.0)
+    consolidation_numeric_cosine_threshold: float = _e(
+        0.55, 'Cosine at or above which session facts that mention the same numbers are merged.',
+        lo=0.0, hi=1.0)
+    consolidation_max_confidence: float = _e(0.95, 'Facts at or above this confidence are never '
+                                             'consolidated.', lo=0.0, hi=1.0)
+    perception_retention_days: float = _e(
         0.0, 'Raw perceptions older than this that no recall returned are deleted at '
         'end_session (up to 5000 per call); 0 keeps them all.', lo=0.0, hi=100_000.0)
-    decay_rate: float = _p(0.01, 'Daily confidence decay: c * (1 - rate) ^ days.',
+    decay_rate: float = _e(0.01, 'Daily confidence decay: c * (1 - rate) ^ days.',
                            lo=0.0, hi=1.0)
-    episodic_half_life_days: float = _p(14.0, 'Recall-time half-life of episodic memories.',
+    episodic_half_life_days: float = _e(14.0, 'Recall-time half-life of episodic memories.',
                                         lo=0.01, hi=100_000.0)
-    semantic_half_life_days: float = _p(180.0, 'Recall-time half-life of semantic memories.',
+    semantic_half_life_days: float = _e(180.0, 'Recall-time half-life of semantic memories.',
                                         lo=0.01, hi=100_000.0)
 
     # --- recall ------------------------------------------------------------------------------
-    default_n: int = _p(5, 'Results when a request asks for n = 0.', lo=1, hi=100)
-    default_min_confidence: float = _p(0.3, 'min_confidence when a request passes a negative '
+    default_n: int = _e(5, 'Results when a request asks for n = 0.', lo=1, hi=100)
+    default_min_confidence: float = _e(0.3, 'min_confidence when a request passes a negative '
                                        'value.', lo=0.0, hi=1.0)
-    rrf_k: int = _p(60, 'Reciprocal-rank-fusion constant k in 1 / (k + rank + 1).',
+    rrf_k: int = _e(60, 'Reciprocal-rank-fusion constant k in 1 / (k + rank + 1).',
                     lo=1, hi=10_000)
-    real_weight: float = _p(1.5, 'Score multiplier for memories with context.env.sim_or_real '
+    real_weight: float = _e(1.5, 'Score multiplier for memories with context.env.sim_or_real '
                             '== "real".', lo=0.0, hi=100.0)
-    max_fetch: int = _p(2000, 'Deepest candidate fetch per channel when filters starve '
+    max_fetch: int = _e(2000, 'Deepest candidate fetch per channel when filters starve '
                         'results.', lo=10, hi=100_000)
-    max_collections: int = _p(10_000, 'Collections a store may hold; a write that names a new '
+    max_collections: int = _e(10_000, 'Collections a store may hold; a write that names a new '
                               'collection beyond this is refused (any client can name one).',
                               lo=1, hi=10_000_000)
-
-    recall_scope: str = _p('all', 'Whose memories local recall ranks: all, own (this robot) or '
+    recall_scope: str = _e('all', 'Whose memories local recall ranks: all, own (this robot) or '
                            'fleet (pulled from other robots); the context_filter key "origin" '
                            'narrows one request further.', choices=('all', 'own', 'fleet'))
 
     # --- decisions (contradictions and merges) -----------------------------------------------
-    decider: str = _p('rules', 'Decision layer for updates/contradictions.',
+    decider: str = _e('rules', 'Decision layer for updates/contradictions.',
                       choices=('rules', 'llm', 'none'))
-    llm_url: str = _p('', 'OpenAI-compatible chat endpoint for decider=llm.')
-    llm_model: str = _p('', 'Model name sent to the LLM endpoint.')
-    llm_timeout: float = _p(5.0, 'Seconds before the LLM decider gives up (then CREATE).',
+    llm_url: str = _e('', 'OpenAI-compatible chat endpoint for decider=llm.')
+    llm_model: str = _e('', 'Model name sent to the LLM endpoint.')
+    llm_timeout: float = _e(5.0, 'Seconds before the LLM decider gives up (then CREATE).',
                             lo=0.1, hi=120.0)
 
-    # --- node: perception stream, status -----------------------------------------------------
-    perception_qos: str = _p('reliable', 'QoS of the perception subscription.',
+    # === EMBEDDER LOADER: robotmem_ros.embedding (load_embedder) =============================
+    embed_backend: str = _m('onnx', 'Embedding backend; "none" runs BM25-only.',
+                            choices=('onnx', 'none'), read_only=True)
+    embed_model: str = _m('minilm-l6-dq', 'Bundled model name (ignored when model_dir is '
+                          'set).', read_only=True)
+    model_dir: str = _m('', 'Directory with model.onnx + tokenizer.json of a user model.',
+                        read_only=True)
+    embed_device: str = _m('cpu', 'Execution provider; unavailable ones fall back to CPU.',
+                           choices=('cpu', 'cuda', 'tensorrt', 'auto'), read_only=True)
+    embed_threads: int = _m(2, 'Intra-op threads for CPU inference (0 = onnxruntime default).',
+                            lo=0, hi=64, read_only=True)
+    trt_cache_dir: str = _m('', 'TensorRT engine cache dir; empty = <db dir>/trt_cache.',
+                            read_only=True)
+    trt_fp16: bool = _m(True, 'Let TensorRT build fp16 engines (Jetson).', read_only=True)
+    query_cache_size: int = _m(256, 'Recall query embeddings kept in an LRU cache.',
+                               lo=0, hi=100_000, read_only=True)
+
+    # === NODE: robotmem_ros.node (perception stream, status, re-sent requests) ===============
+    perception_qos: str = _n('reliable', 'QoS of the perception subscription.',
                              choices=('reliable', 'best_effort', 'sensor_data'), read_only=True)
-    perception_depth: int = _p(1000, 'KEEP_LAST depth of the perception subscription; bursts '
+    perception_depth: int = _n(1000, 'KEEP_LAST depth of the perception subscription; bursts '
                                'longer than this need a deeper queue on both ends.',
                                lo=1, hi=100_000, read_only=True)
-    perception_batch_size: int = _p(200, 'Perceptions written per transaction.',
+    perception_batch_size: int = _n(200, 'Perceptions written per transaction.',
                                     lo=1, hi=100_000)
-    perception_flush_interval: float = _p(0.5, 'Seconds between buffer flushes.',
+    perception_flush_interval: float = _n(0.5, 'Seconds between buffer flushes.',
                                           lo=0.01, hi=60.0)
-    perception_stamp_max_future: float = _p(
-        3600.0, 'Seconds a perception header stamp may lie ahead of the node clock; stamps '
-        'further ahead, before 2000-01-01 or negative are replaced by the receive time and '
-        'counted (stamps_replaced).', lo=0.0, hi=31_536_000.0)
-    perception_max_buffer: int = _p(20_000, 'Perceptions held in memory before the oldest are '
+    perception_max_buffer: int = _n(20_000, 'Perceptions held in memory before the oldest are '
                                     'dropped.', lo=1, hi=10_000_000)
-    status_period: float = _p(5.0, 'Seconds between status/diagnostics heartbeats.',
+    status_period: float = _n(5.0, 'Seconds between status/diagnostics heartbeats.',
                               lo=0.1, hi=3600.0)
-    resend_window_s: float = _p(600.0, 'Seconds a write service remembers its answer to a '
+    resend_window_s: float = _n(600.0, 'Seconds a write service remembers its answer to a '
                                 'request_id, so a re-sent request is applied once.',
                                 lo=0.0, hi=86_400.0)
-    resend_window_max: int = _p(10_000, 'Most answers remembered for re-sent requests (oldest '
+    resend_window_max: int = _n(10_000, 'Most answers remembered for re-sent requests (oldest '
                                 'forgotten first).', lo=0, hi=1_000_000)
 
-    # --- fleet sync (docs/fleet.md; needs the fleet extra) --------------------------------
-    fleet_url: str = _p('', 'PostgreSQL connection string of the fleet hub (TLS via sslmode=); '
+    # === FLEET SYNC: robotmem_ros.fleet (docs/fleet.md; needs the fleet extra) ===============
+    fleet_url: str = _f('', 'PostgreSQL connection string of the fleet hub (TLS via sslmode=); '
                         'empty = no fleet. Never put a password here: it comes from '
                         'fleet_password_file or $ROBOTMEM_FLEET_PASSWORD.', read_only=True)
-    fleet_password_file: str = _p('', "File holding the hub password of this robot's role "
+    fleet_password_file: str = _f('', "File holding the hub password of this robot's role "
                                   "(else $ROBOTMEM_FLEET_PASSWORD, else libpq's .pgpass).",
                                   read_only=True)
-    fleet_robot_id: str = _p('', "This robot's id at the hub (its rows carry it).",
+    fleet_robot_id: str = _f('', "This robot's id at the hub (its rows carry it).",
                              read_only=True)
-    fleet_collections: str = _p('', 'Comma-separated collections shared with the fleet (own '
+    fleet_collections: str = _f('', 'Comma-separated collections shared with the fleet (own '
                                 "facts pushed, other robots' pulled); empty = the default "
                                 'collection.', read_only=True)
-    fleet_sync_period: float = _p(1.0, 'Seconds between sync rounds when no change or hub '
+    fleet_sync_period: float = _f(1.0, 'Seconds between sync rounds when no change or hub '
                                   'notification wakes the sync earlier.', lo=0.05, hi=3600.0)
-    fleet_batch_size: int = _p(500, 'Rows per push or pull round trip.', lo=1, hi=100_000)
-    fleet_outbox_limit: int = _p(10_000, 'Own changes queued for the hub at most; past it the '
+    fleet_batch_size: int = _f(500, 'Rows per push or pull round trip.', lo=1, hi=100_000)
+    fleet_outbox_limit: int = _f(10_000, 'Own changes queued for the hub at most; past it the '
                                  'status says "outbox full" and the sync catches up by '
                                  'comparing with the hub when it drains.', lo=1, hi=10_000_000)
 
@@ -192,6 +216,10 @@ class MemoryConfig:
         """Yield (name, spec, value) for every setting, in declaration order."""
         for f in dataclasses.fields(self):
             yield f.name, f.metadata['spec'], getattr(self, f.name)
+
+    def owned_by(self, owner: str) -> dict[str, Any]:
+        """Return the settings ``owner`` (a key of OWNERS) reads, by name."""
+        return {name: value for name, spec, value in self.items() if spec.owner == owner}
 
     def replace(self, **changes: Any) -> 'MemoryConfig':
         """Return a validated copy with ``changes`` applied."""

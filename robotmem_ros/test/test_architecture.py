@@ -102,9 +102,20 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_import_graph_has_no_cycle():
+def _graph() -> dict[str, set[str]]:
     files = {_module_name(p): p for p in PACKAGE.rglob('*.py')}
-    graph = {name: _imports(path, name, set(files)) for name, path in files.items()}
+    return {name: _imports(path, name, set(files)) for name, path in files.items()}
+
+
+def test_build_tools_stay_out_of_the_runtime():
+    """model_build/ runs at setup time only: nothing else in the package imports it."""
+    build = 'robotmem_ros.model_build'
+    assert {name for name, deps in _graph().items() if not name.startswith(build)
+            and any(d.startswith(build) for d in deps)} == set()
+
+
+def test_import_graph_has_no_cycle():
+    graph = _graph()
     assert 'robotmem_ros.engine.store_owner' in graph['robotmem_ros.node.memory_node']
     assert _cycles(graph) == []
 

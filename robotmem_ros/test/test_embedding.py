@@ -9,9 +9,9 @@ import onnxruntime as ort
 import pytest
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.embedding import Embedder, load_embedder, model_files
+from robotmem_ros.embedding import Embedder, load_embedder, models
+from robotmem_ros.embedding.models import BUNDLED, FileRef
 from robotmem_ros.embedding.query_cache import QueryCache
-from robotmem_ros.embedding.registry import BUNDLED, FileRef
 from robotmem_ros.errors import EmbeddingError
 
 MINILM = 'minilm-l6-int8'
@@ -153,11 +153,11 @@ def test_unknown_bundled_name_is_an_embedding_error():
 
 def test_missing_model_package_is_an_embedding_error():
     with pytest.raises(EmbeddingError, match='not installed'):
-        model_files.locate(FileRef('robotmem-no-such-dist', 'model.onnx', '0' * 64))
+        models.locate(FileRef('robotmem-no-such-dist', 'model.onnx', '0' * 64))
 
 
 def _bundled_path(name: str) -> pathlib.Path:
-    return model_files.locate(BUNDLED[name].model)
+    return models.locate(BUNDLED[name].model)
 
 
 def test_truncated_bundled_model_fails_its_hash(tmp_path):
@@ -166,13 +166,13 @@ def test_truncated_bundled_model_fails_its_hash(tmp_path):
     with copy.open('r+b') as f:
         f.truncate(copy.stat().st_size // 2)
     with pytest.raises(EmbeddingError, match='corrupt'):
-        model_files.read_verified(BUNDLED[MINILM].model, copy)
+        models.read_verified(BUNDLED[MINILM].model, copy)
 
 
 def _minilm_dir(root: pathlib.Path) -> pathlib.Path:
     root.mkdir()
     shutil.copyfile(_bundled_path(MINILM), root / 'model.onnx')
-    (root / 'tokenizer.json').write_bytes(model_files.read_verified(BUNDLED[MINILM].tokenizer))
+    (root / 'tokenizer.json').write_bytes(models.read_verified(BUNDLED[MINILM].tokenizer))
     return root
 
 

@@ -11,10 +11,11 @@ from onnx import helper, numpy_helper, TensorProto
 import pytest
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.embedding import Embedder, load_embedder, model_files, model_store, quantize
-from robotmem_ros.embedding.fp32_restore import restore_fp32
-from robotmem_ros.embedding.registry import BUNDLED
+from robotmem_ros.embedding import Embedder, load_embedder, models
+from robotmem_ros.embedding.models import BUNDLED
 from robotmem_ros.errors import EmbeddingError
+from robotmem_ros.model_build import quantize
+from robotmem_ros.model_build.fp32_restore import restore_fp32
 
 DQ = 'minilm-l6-dq'
 INT8 = 'minilm-l6-int8'
@@ -36,7 +37,7 @@ def _load(name: str) -> Embedder:
 @pytest.fixture(scope='module')
 def built() -> pathlib.Path:
     """Return the model `make build` installed (fails, not skips, when setup did not)."""
-    path = model_store.find(BUNDLED[DQ].model.path)
+    path = models.find_built(BUNDLED[DQ].model.path)
     assert quantize.is_verified(path)
     return path
 
@@ -49,7 +50,7 @@ def dq(built) -> Embedder:
 @pytest.fixture
 def models_dir(tmp_path, monkeypatch) -> pathlib.Path:
     """Replace the models search path with one empty directory."""
-    monkeypatch.setenv(model_store.ENV_VAR, str(tmp_path))
+    monkeypatch.setenv(models.MODELS_DIR_ENV, str(tmp_path))
     return tmp_path
 
 
@@ -75,7 +76,7 @@ def test_tampered_copy_is_rejected_and_the_node_falls_back(built, models_dir, ca
     data[len(data) // 2] ^= 0xFF
     copy.write_bytes(bytes(data))
     with pytest.raises(EmbeddingError, match='sha256'):
-        model_files.read_verified(BUNDLED[DQ].model)
+        models.read_verified(BUNDLED[DQ].model)
     assert not quantize.is_verified(copy)
     with caplog.at_level(logging.WARNING, logger='robotmem.embedding'):
         embedder = _load(DQ)
@@ -89,7 +90,7 @@ def test_missing_model_falls_back_to_minilm_int8(models_dir, caplog):
         embedder = _load(DQ)
     assert embedder.model_id == INT8
     assert embedder.embed(['still embeds']).shape == (1, 384)
-    assert any(model_store.BUILD_COMMAND in r.message for r in caplog.records)
+    assert any(models.BUILD_COMMAND in r.message for r in caplog.records)
 
 
 def test_build_skips_a_verified_model(built, models_dir):
@@ -104,7 +105,7 @@ def test_build_skips_a_verified_model(built, models_dir):
 def test_build_reproduces_the_pinned_model(models_dir):
     path = quantize.build(models_dir)
     assert path == models_dir / BUNDLED[DQ].model.path
-    assert model_files.sha256_hex(path.read_bytes()) == BUNDLED[DQ].model.sha256
+    assert models.sha256_hex(path.read_bytes()) == BUNDLED[DQ].model.sha256
     assert not list(path.parent.glob('*.partial'))
 
 

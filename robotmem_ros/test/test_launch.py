@@ -13,8 +13,8 @@ import os
 import pathlib
 
 import pytest
-from robotmem_ros.config import MemoryConfig
-from robotmem_ros.node.params_file import node_parameters
+from robotmem_ros.config import MemoryConfig, OWNERS
+from robotmem_ros.node.params_file import node_parameters, render_params_yaml
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH_FILE = PACKAGE_DIR / 'launch' / 'robotmem.launch.py'
@@ -77,6 +77,32 @@ def test_params_yaml_lists_every_parameter_with_its_default():
     for name, value in params.items():
         assert type(value) is type(DEFAULTS[name]), name  # 1 vs 1.0 matters to rclpy
     MemoryConfig.from_mapping(params)
+
+
+def test_params_yaml_is_written_from_the_table():
+    """Names, defaults, descriptions, read-only marks and grouping: all from config.py."""
+    assert PARAMS_FILE.read_text() == render_params_yaml(), (
+        'config/params.yaml is stale: python -m robotmem_ros.node.params_file > '
+        'robotmem_ros/config/params.yaml')
+
+
+def test_every_parameter_descriptor_carries_its_spec():
+    from robotmem_ros.node.parameters import descriptor
+    for name, spec, default in MemoryConfig().items():
+        described = descriptor(name, spec, default)
+        assert (described.name, described.description, described.read_only) == (
+            name, spec.description, spec.read_only)
+
+
+def test_settings_are_declared_grouped_by_owner():
+    owners = [spec.owner for _, spec, _ in MemoryConfig().items()]
+    assert set(owners) == set(OWNERS)
+    groups = [o for i, o in enumerate(owners) if i == 0 or owners[i - 1] != o]
+    assert groups == list(OWNERS)  # each owner's settings form one block, in OWNERS order
+    assert set(MemoryConfig().owned_by('node')) == {
+        'perception_qos', 'perception_depth', 'perception_batch_size',
+        'perception_flush_interval', 'perception_max_buffer', 'status_period',
+        'resend_window_s', 'resend_window_max'}
 
 
 def test_params_file_section_applies_under_namespaces(tmp_path):

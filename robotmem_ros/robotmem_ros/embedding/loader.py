@@ -9,7 +9,7 @@ import time
 import onnxruntime as ort
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.embedding import providers, session, sources
+from robotmem_ros.embedding import models, providers, session
 from robotmem_ros.embedding.embedder import Embedder, StringEmbedder, takes_strings, TokenEmbedder
 from robotmem_ros.embedding.text_encoder import TextEncoder
 from robotmem_ros.errors import EmbeddingError
@@ -22,8 +22,8 @@ def load_embedder(config: MemoryConfig) -> Embedder | None:
     if config.embed_backend == 'none':
         return None
     started = time.perf_counter()
-    source = sources.from_dir(config.model_dir) if config.model_dir else \
-        sources.bundled(config.embed_model)
+    source = models.from_dir(config.model_dir) if config.model_dir else \
+        models.bundled(config.embed_model)
     available = ort.get_available_providers()
     provider_list = providers.plan(config.embed_device, available, _trt_cache_dir(config),
                                    config.trt_fp16)
@@ -37,7 +37,7 @@ def load_embedder(config: MemoryConfig) -> Embedder | None:
     return embedder
 
 
-def _wrap(sess: ort.InferenceSession, source: sources.ModelSource, device: str,
+def _wrap(sess: ort.InferenceSession, source: models.ModelSource, device: str,
           cache_size: int) -> Embedder:
     identity = {'model_id': source.model_id, 'sha256': source.sha256, 'device': device,
                 'cache_size': cache_size}

@@ -75,7 +75,7 @@ class MemoryNode(Node):
             raise
 
     def _start(self) -> None:
-        config = declare_config_parameters(self)
+        config = self._config = declare_config_parameters(self)
         self._ingest = PerceptionIngest(
             self._save_batch, batch_size=config.perception_batch_size,
             flush_interval=config.perception_flush_interval,
@@ -151,13 +151,11 @@ class MemoryNode(Node):
                 f'{self.get_parameter("store_lock_timeout").value:g} s)')
         self._status.set_message(message)
 
-    @property
-    def _config(self) -> MemoryConfig:
-        return self._engine.config
-
     # --- parameters ---------------------------------------------------------------------------
     def _apply_config(self, config: MemoryConfig) -> None:
+        """Install new settings: the engine first (it may refuse them), then the node's own."""
         self._engine.set_config(config)
+        self._config = config
         self._ingest.configure(batch_size=config.perception_batch_size,
                                flush_interval=config.perception_flush_interval,
                                max_buffer=config.perception_max_buffer)

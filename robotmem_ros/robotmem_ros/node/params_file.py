@@ -9,14 +9,30 @@ token, ``/**`` for any number of them (``/**:`` applies to every node). One conv
 top: a plain ``robotmem:`` key (no leading slash, which rcl reads as ``/robotmem``) applies to
 a node named robotmem in any namespace, so the shipped params.yaml works under
 ``namespace:=ur5e``. Pure YAML, no ROS import, so it also runs where launch_ros is missing.
+
+The shipped ``config/params.yaml`` is written by ``render_params_yaml`` from the settings table
+(``python -m robotmem_ros.node.params_file > robotmem_ros/config/params.yaml``), grouped by
+owner, each parameter under its description.
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
+from robotmem_ros.config import MemoryConfig, OWNERS
 import yaml
+
+_HEADER = """\
+# Every robotmem parameter with its default and description, grouped by who reads it.
+# Written from robotmem_ros/config.py (python -m robotmem_ros.node.params_file); test_launch.py
+# checks it is current. Ranges and choices: ros2 param describe /robotmem <name>
+# Use your own copy with
+#   ros2 launch robotmem_ros robotmem.launch.py params_file:=/path/params.yaml
+robotmem:
+  ros__parameters:
+"""
 
 
 def node_fqn(namespace: str, name: str) -> str:
@@ -70,3 +86,30 @@ def node_parameters(path: str, fqn: str = '/robotmem') -> dict[str, Any]:
         if section_matches(key, fqn):
             merged.update(params)
     return merged
+
+
+def _yaml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return 'true' if value else 'false'
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return repr(value)
+
+
+def render_params_yaml(config: MemoryConfig | None = None) -> str:
+    """Return params.yaml for ``config`` (default: the defaults), grouped by owner."""
+    config = config or MemoryConfig()
+    out = [_HEADER]
+    for owner, title in OWNERS.items():
+        out.append(f'    # === {title} ===\n')
+        for name, spec, value in config.items():
+            if spec.owner != owner:
+                continue
+            text = spec.description + (' Read-only.' if spec.read_only else '')
+            out += [f'    # {line}\n' for line in textwrap.wrap(text, 93)]
+            out.append(f'    {name}: {_yaml_value(value)}\n')
+    return ''.join(out)
+
+
+if __name__ == '__main__':
+    print(render_params_yaml(), end='')

@@ -11,10 +11,10 @@ scales moved vectors to cosine ~0.96 of fp32, per-channel ~0.993), 8-bit range (
 table cuts the file from 58 to 23 MB, so load and RSS shrink).
 
 The build is deterministic for pinned onnx / onnxruntime versions, so the result must match the
-SHA-256 pinned in ``registry.py``, like every other bundled file; a different result (other
+SHA-256 pinned in ``embedding/models.py``, like every other bundled file; a different result (other
 versions) is refused and the loader keeps using ``minilm-l6-int8``.
 
-    python -m robotmem_ros.embedding.quantize [--out-dir DIR] [--force]
+    python -m robotmem_ros.model_build.quantize [--out-dir DIR] [--force]
 
 Idempotent: a present, verified model is left alone. Exit status 0 when the model is in place.
 """
@@ -28,8 +28,8 @@ import sys
 import tempfile
 import time
 
-from robotmem_ros.embedding import model_files, model_store
-from robotmem_ros.embedding.registry import BUNDLED, FileRef
+from robotmem_ros.embedding import models
+from robotmem_ros.embedding.models import BUNDLED, FileRef
 from robotmem_ros.errors import EmbeddingError
 
 NAME = 'minilm-l6-dq'
@@ -55,7 +55,7 @@ def is_verified(path: pathlib.Path) -> bool:
     if not path.is_file():
         return False
     try:
-        model_files.read_verified(BUNDLED[NAME].model, path)
+        models.read_verified(BUNDLED[NAME].model, path)
     except EmbeddingError:
         return False
     return True
@@ -67,10 +67,10 @@ def build_bytes() -> bytes:
     import onnx
     from onnxruntime.quantization import quantize_dynamic, QuantType
 
-    from robotmem_ros.embedding.fp32_restore import read_safetensors, restore_fp32
+    from robotmem_ros.model_build.fp32_restore import read_safetensors, restore_fp32
 
-    graph = onnx.load_model_from_string(model_files.read_verified(BUNDLED[SOURCE_MODEL].model))
-    fp32 = restore_fp32(graph, read_safetensors(model_files.read_verified(FP32_WEIGHTS)))
+    graph = onnx.load_model_from_string(models.read_verified(BUNDLED[SOURCE_MODEL].model))
+    fp32 = restore_fp32(graph, read_safetensors(models.read_verified(FP32_WEIGHTS)))
     with tempfile.TemporaryDirectory(prefix='robotmem-quantize-') as tmp:
         fp32_path, int8_path = pathlib.Path(tmp, 'fp32.onnx'), pathlib.Path(tmp, 'int8.onnx')
         onnx.save_model(fp32, str(fp32_path))
@@ -94,9 +94,9 @@ def build(out_dir: pathlib.Path, force: bool = False) -> pathlib.Path:
         logger.info('%s is present and verified: %s', NAME, path)
         return path
     started = time.perf_counter()
-    data = model_files.verified(build_bytes(), BUNDLED[NAME].model.sha256,
-                                f'freshly built {NAME} (onnx / onnxruntime versions other than '
-                                f'the pinned ones quantise differently)')
+    data = models.verified(build_bytes(), BUNDLED[NAME].model.sha256,
+                           f'freshly built {NAME} (onnx / onnxruntime versions other than '
+                           f'the pinned ones quantise differently)')
     install(data, path)
     logger.info('%s built in %.1f s: %s (%.1f MB)', NAME, time.perf_counter() - started, path,
                 len(data) / 2**20)
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument('--out-dir', type=pathlib.Path, default=None,
-                        help=f'models directory (default {model_store.install_dir()})')
+                        help=f'models directory (default {models.install_dir()})')
     parser.add_argument('--force', action='store_true', help='rebuild even if present')
     args = parser.parse_args(argv)
     # quantize_dynamic logs a line per tensor and generic advice: keep ours (the pinned hash
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR, format='[quantize] %(message)s')
     logger.setLevel(logging.INFO)
     try:
-        build(args.out_dir or model_store.install_dir(), args.force)
+        build(args.out_dir or models.install_dir(), args.force)
     except (EmbeddingError, OSError) as exc:
         logger.error('cannot build %s: %s; embeddings keep using %s', NAME, exc, SOURCE_MODEL)
         return 1
