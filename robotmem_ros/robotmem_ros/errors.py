@@ -24,6 +24,10 @@ class StorageError(RobotMemError):
     """The SQLite store failed (disk full, read-only, corrupt); stored data is untouched."""
 
 
+class ConflictError(StorageError):
+    """A write broke a uniqueness rule (another writer stored the same active fact first)."""
+
+
 class CorruptDatabaseError(StorageError):
     """The database file fails its integrity check; it is never overwritten."""
 

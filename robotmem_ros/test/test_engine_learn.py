@@ -5,7 +5,7 @@ import threading
 from engine_helpers import count, make_engine
 import pytest
 from robotmem_ros.engine.database import sqlite3
-from robotmem_ros.errors import ValidationError
+from robotmem_ros.errors import ConflictError, ValidationError
 
 
 @pytest.mark.parametrize('insight, context, message', [
@@ -185,12 +185,13 @@ def test_learn_works_when_embedding_fails(embedded, monkeypatch):
 
 def test_unique_index_blocks_a_second_active_copy(engine):
     engine.learn('the door sensor is flaky')
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(ConflictError) as refused:  # the database layer types the error
         with engine.db.write() as conn:
             conn.execute(
                 'INSERT INTO memories(type, content, content_hash, collection, confidence, '
                 'created_at, valid_from) SELECT type, content, content_hash, collection, '
                 'confidence, created_at, valid_from FROM memories')
+    assert isinstance(refused.value.__cause__, sqlite3.IntegrityError)
 
 
 def test_eight_threads_learning_the_same_200_facts(tmp_path):

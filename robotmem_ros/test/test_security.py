@@ -152,6 +152,7 @@ SQL_SHAPE = re.compile(r'\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM|PRAGMA
 # Interpolated expression -> why it is safe (reviewed against the code that builds it).
 REVIEWED = {
     'marks': "','.join('?' * len(ids)): placeholders only",
+    'spared': "store.not_in('category', ...): a constant column and '?' placeholders",
     'where[0]': "store.context_sql: ' AND json_extract(m.context_json, ?) = ?' repeated",
     'BUSY_TIMEOUT_MS': 'module constant',
     'LOCK_POLL_MS': 'module constant',

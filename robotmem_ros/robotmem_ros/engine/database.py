@@ -20,7 +20,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from robotmem_ros.engine.vector_index import VectorIndex
-from robotmem_ros.errors import CorruptDatabaseError, StorageError
+from robotmem_ros.errors import ConflictError, CorruptDatabaseError, StorageError
 
 
 class StoreLockedError(StorageError):
@@ -148,14 +148,21 @@ class Database:
 
     @contextlib.contextmanager
     def _committed(self, conn: Any) -> Iterator[None]:
-        """Close the open transaction of ``conn``: COMMIT after the body, ROLLBACK on error."""
+        """
+        Close the open transaction of ``conn``: COMMIT after the body, ROLLBACK on error.
+
+        This is where an sqlite error of a write becomes a typed one, once for every write:
+        ConflictError for a broken uniqueness rule, else ``classify``'s StorageError.
+        """
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
             # SQLite may already have rolled back (SQLITE_FULL, IOERR): a second
             # ROLLBACK would fail and hide the error that explains what went wrong.
             if conn.in_transaction:
                 conn.execute('ROLLBACK')
+            if isinstance(exc, sqlite3.Error):
+                raise self.translated(exc) from exc
             raise
         try:
             conn.execute('COMMIT')
@@ -219,6 +226,31 @@ class Database:
                 yield conn
         finally:
             self._write_lock.release()
+
+    def translated(self, exc: sqlite3.Error) -> StorageError:
+        """
+        Return the typed error for an sqlite error: the one place this translation is made.
+
+        ConflictError for a broken uniqueness rule (the caller may know what to do), else
+        ``classify``'s StorageError with a message an operator can act on.
+        """
+        if isinstance(exc, sqlite3.IntegrityError):
+            return ConflictError(f'another write stored this first ({exc})')
+        return classify(exc, self.path)
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        """Translate an sqlite error raised in the block (reads; writes translate on their own)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self.translated(exc) from exc
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Any]:
+        """Yield this thread's read connection, its sqlite errors translated."""
+        with self.errors():
+            yield self.reader()
 
     def reader(self) -> Any:
         """Return this thread's read connection (WAL: never blocked by the writer)."""

@@ -17,9 +17,9 @@ import numpy as np
 from robotmem_ros.engine import schema, store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.context import EngineContext
-from robotmem_ros.engine.database import classify, connect, DatabaseError, Error as SqlError
+from robotmem_ros.engine.database import connect, DatabaseError
 from robotmem_ros.engine.vector_index import code_of
-from robotmem_ros.errors import CorruptDatabaseError, NotFoundError
+from robotmem_ros.errors import CorruptDatabaseError, NotFoundError, StorageError
 
 
 UNIQUE_INDEX = 'uq_memories_active_fact'
@@ -51,10 +51,8 @@ def check_file(path: pathlib.Path) -> list[str]:
 
 def doctor(ctx: EngineContext, repair: bool) -> dict[str, Any]:
     """Check (and with ``repair`` fix) the store; see the module docstring."""
-    try:
+    with ctx.db.errors():
         return _doctor(ctx, repair)
-    except SqlError as exc:
-        raise classify(exc, ctx.db.path) from exc
 
 
 def _doctor(ctx: EngineContext, repair: bool) -> dict[str, Any]:
@@ -168,7 +166,7 @@ def _fts_index_problem(ctx: EngineContext) -> int:
     try:
         with ctx.db.write() as conn:
             conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
-    except (SqlError, CorruptDatabaseError):
+    except StorageError:  # CorruptDatabaseError among them
         return 1
     return 0
 

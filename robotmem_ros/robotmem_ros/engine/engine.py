@@ -19,7 +19,7 @@ from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import consolidation, doctor, maintenance, reindex, store, transfer
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.context_filter import parse_filter
-from robotmem_ros.engine.database import classify, Database, Error as SqlError, IntegrityError
+from robotmem_ros.engine.database import Database
 from robotmem_ros.engine.decay import apply_decay
 from robotmem_ros.engine.embedding_state import EmbeddingState
 from robotmem_ros.engine.learn import Learner
@@ -31,8 +31,8 @@ from robotmem_ros.engine.validation import (check_channels, check_finite, check_
                                             check_min_confidence, check_recall_n, check_searchable,
                                             check_text, json_object, plausible_stamp,
                                             RECALL_CHANNELS)
-from robotmem_ros.errors import (ConfigError, EmbeddingError, NotFoundError, RobotMemError,
-                                 ValidationError)
+from robotmem_ros.errors import (ConfigError, ConflictError, EmbeddingError, NotFoundError,
+                                 RobotMemError, ValidationError)
 from robotmem_ros.types import (EndSessionResult, EngineStatus, LearnResult, PerceptionInput,
                                 RecallResult, SessionInfo, UpdateResult)
 
@@ -66,9 +66,6 @@ class MemoryEngine:
         except RobotMemError:
             self.db.close()
             raise
-        except SqlError as exc:
-            self.db.close()
-            raise classify(exc, self.db.path) from exc
         self._ctx = EngineContext(self.db, self.embedding, clock, config)
         self.recaller = Recaller(self._ctx)
         self.learner = Learner(self._ctx)
@@ -170,22 +167,19 @@ class MemoryEngine:
 
     def _write_perceptions(self, rows: list[dict]) -> list[int]:
         now = self.clock()
-        try:
-            with self.db.write() as conn:
-                ids = []
-                for row in rows:
-                    if row['session_id']:
-                        store.ensure_session(conn, row['session_id'], row['collection'], now)
-                    ids.append(store.insert_memory(
-                        conn, type_='perception', content=row['content'],
-                        collection=row['collection'], session_id=row['session_id'],
-                        category='perception', perception_type=row['perception_type'],
-                        kind='episodic', confidence=PERCEPTION_CONFIDENCE,
-                        context=row['context'], created_at=row['created_at'], decay_ref=now,
-                        tags=['perception', f'perception:{row["perception_type"]}']))
-                return ids
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        with self.db.write() as conn:
+            ids = []
+            for row in rows:
+                if row['session_id']:
+                    store.ensure_session(conn, row['session_id'], row['collection'], now)
+                ids.append(store.insert_memory(
+                    conn, type_='perception', content=row['content'],
+                    collection=row['collection'], session_id=row['session_id'],
+                    category='perception', perception_type=row['perception_type'],
+                    kind='episodic', confidence=PERCEPTION_CONFIDENCE,
+                    context=row['context'], created_at=row['created_at'], decay_ref=now,
+                    tags=['perception', f'perception:{row["perception_type"]}']))
+            return ids
 
     def embed_pending(self, limit: int = 256) -> int:
         """Embed stored memories that have no vector yet (perceptions are embedded lazily)."""
@@ -202,12 +196,9 @@ class MemoryEngine:
         if readable and vectors is None:
             return 0
         by_id = {mid: vectors[i] for i, (mid, _) in enumerate(readable)}
-        try:
-            with self.db.write() as conn:
-                for mid, _ in rows:
-                    store.put_vector(conn, mid, by_id.get(mid))
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        with self.db.write() as conn:
+            for mid, _ in rows:
+                store.put_vector(conn, mid, by_id.get(mid))
         return len(rows)
 
     def _bound_backlog(self) -> None:
@@ -223,14 +214,11 @@ class MemoryEngine:
             'SELECT COUNT(*) FROM memories WHERE embedded = 0').fetchone()[0]
         if pending <= cap:
             return
-        try:
-            with self.db.write() as conn:
-                skipped = conn.execute(
-                    'UPDATE memories SET embedded = -2 WHERE id IN (SELECT id FROM memories '
-                    "WHERE embedded = 0 AND type = 'perception' ORDER BY id LIMIT ?)",
-                    (pending - cap,)).rowcount
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        with self.db.write() as conn:
+            skipped = conn.execute(
+                'UPDATE memories SET embedded = -2 WHERE id IN (SELECT id FROM memories '
+                "WHERE embedded = 0 AND type = 'perception' ORDER BY id LIMIT ?)",
+                (pending - cap,)).rowcount
         self.embedding.skipped += skipped
         LOG.warning('embedding backlog of %d passed max_pending_embeddings = %d: %d oldest '
                     'perceptions left BM25-only (%d so far)', pending, cap, skipped,
@@ -267,12 +255,9 @@ class MemoryEngine:
         collection = self._writable_collection(collection)
         session_id = uuid.uuid4().hex
         now = self.clock()
-        try:
-            with self.db.write() as conn:
-                store.ensure_session(conn, session_id, collection, now, ctx)
-                count = self._active_count(conn, collection)
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        with self.db.write() as conn:
+            store.ensure_session(conn, session_id, collection, now, ctx)
+            count = self._active_count(conn, collection)
         return SessionInfo(session_id, collection, count)
 
     def end_session(self, session_id: str, outcome_score: float | None = None
@@ -288,22 +273,19 @@ class MemoryEngine:
         cfg = self._config
         now = self.clock()
         vectors = self._session_vectors(session_id)
-        try:
-            with self.db.write() as conn:
-                candidates = consolidation.eligible(conn, session_id, collection, cfg, vectors)
-                clusters = consolidation.consolidate(conn, candidates, cfg, now)
-                decayed = apply_decay(conn, collection, cfg.decay_rate, now,
-                                      cfg.default_min_confidence)
-                pruned = prune_perceptions(conn, now=now, days=cfg.perception_retention_days)
-                summary = self._session_summary(conn, session, outcome_score, now)
-                summary['pruned_perceptions'] = pruned
-                conn.execute('INSERT INTO session_outcomes(session_id, outcome_score, '
-                             'recorded_at) VALUES (?, ?, ?)', (session_id, outcome_score, now))
-                conn.execute('UPDATE sessions SET ended_at = ?, outcome_score = '
-                             'COALESCE(?, outcome_score), summary_json = ? WHERE id = ?',
-                             (now, outcome_score, json.dumps(summary), session_id))
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        with self.db.write() as conn:
+            candidates = consolidation.eligible(conn, session_id, collection, cfg, vectors)
+            clusters = consolidation.consolidate(conn, candidates, cfg, now)
+            decayed = apply_decay(conn, collection, cfg.decay_rate, now,
+                                  cfg.default_min_confidence)
+            pruned = prune_perceptions(conn, now=now, days=cfg.perception_retention_days)
+            summary = self._session_summary(conn, session, outcome_score, now)
+            summary['pruned_perceptions'] = pruned
+            conn.execute('INSERT INTO session_outcomes(session_id, outcome_score, '
+                         'recorded_at) VALUES (?, ?, ?)', (session_id, outcome_score, now))
+            conn.execute('UPDATE sessions SET ended_at = ?, outcome_score = '
+                         'COALESCE(?, outcome_score), summary_json = ? WHERE id = ?',
+                         (now, outcome_score, json.dumps(summary), session_id))
         superseded = sum(len(c.members) - 1 for c in clusters)
         sims = [c.avg_similarity for c in clusters]
         return EndSessionResult(
@@ -339,14 +321,11 @@ class MemoryEngine:
         memory_id = check_id('memory_id', memory_id)
         reason = check_text('reason', reason, max_chars=1000, required=False)
         now = self.clock()
-        try:
-            with self.db.write() as conn:
-                row = self._active_row(conn, memory_id)
-                store.set_status(conn, memory_id, 'forgotten', now=now)
-                store.add_history(conn, memory_id, 'forget', created_at=now,
-                                  old_content=row['content'], reason=reason)
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        with self.db.write() as conn:
+            row = self._active_row(conn, memory_id)
+            store.set_status(conn, memory_id, 'forgotten', now=now)
+            store.add_history(conn, memory_id, 'forget', created_at=now,
+                              old_content=row['content'], reason=reason)
 
     def update(self, memory_id: int, new_content: str, context: str | dict = ''
                ) -> UpdateResult:
@@ -367,12 +346,11 @@ class MemoryEngine:
                     store.put_vector(conn, memory_id, vector)
                 store.add_history(conn, memory_id, 'update', created_at=now,
                                   old_content=row['content'], new_content=content)
-        except IntegrityError:
-            other = store.find_active_by_hash(self.db.reader(), self._config.collection, content)
+        except ConflictError:
+            with self.db.read() as conn:
+                other = store.find_active_by_hash(conn, self._config.collection, content)
             raise ValidationError('another active memory already holds this text'
                                   + (f' (id {other})' if other else '')) from None
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
         return UpdateResult(row['content'], content)
 
     def _active_row(self, conn: Any, memory_id: int) -> Any:
@@ -461,10 +439,8 @@ class MemoryEngine:
         """Return a collection a write may name: known already, or within ``max_collections``."""
         name = self._collection(collection)
         limit = self._config.max_collections
-        try:
-            admitted = store.collection_admitted(self.db.reader(), name, limit)
-        except SqlError as exc:
-            raise classify(exc, self.db.path) from exc
+        with self.db.read() as conn:
+            admitted = store.collection_admitted(conn, name, limit)
         if not admitted:
             raise ValidationError(
                 f'collection {name!r} is new and the store already holds max_collections = '

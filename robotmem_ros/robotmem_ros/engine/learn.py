@@ -19,11 +19,11 @@ import numpy as np
 
 from robotmem_ros.engine import dedup, store
 from robotmem_ros.engine.context import EngineContext
-from robotmem_ros.engine.database import classify, Error as SqlError, IntegrityError
+from robotmem_ros.engine.database import IntegrityError
 from robotmem_ros.engine.decision import (Candidate, DELETE, Existing, make_decider, MERGE,
                                           Outcome, SKIP)
 from robotmem_ros.engine.inference import infer, Inferred
-from robotmem_ros.errors import StorageError
+from robotmem_ros.errors import ConflictError, StorageError
 from robotmem_ros.types import LearnResult, MemoryRecord
 
 
@@ -62,16 +62,15 @@ class Learner:
                      ctx.embedding.embed_fact(content) if ctx.embedding.usable else None)
         try:
             return self._learn(fact)
-        except IntegrityError:
+        except ConflictError:
             # Another writer stored the same text between our check and our insert: the
             # unique index refused the second row, so report the first as the duplicate.
-            existing = store.find_active_by_hash(ctx.db.reader(), fact.collection, content)
+            with ctx.db.read() as conn:
+                existing = store.find_active_by_hash(conn, fact.collection, content)
             if existing is None:
                 raise StorageError('concurrent write conflict; retry the request') from None
             return LearnResult(existing, 'duplicate', 'exact', existing, 1.0, [],
                                fact.labels.inferred)
-        except SqlError as exc:
-            raise classify(exc, ctx.db.path) from exc
 
     def _learn(self, fact: _Fact) -> LearnResult:
         ctx = self.ctx

@@ -14,7 +14,6 @@ from typing import Any, Iterator
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.context import EngineContext
-from robotmem_ros.engine.database import classify, Error as SqlError
 from robotmem_ros.engine.validation import check_id, check_text
 from robotmem_ros.errors import NotFoundError
 from robotmem_ros.types import EngineStatus, MemoryRecord
@@ -29,11 +28,9 @@ DAY_S = 86_400
 
 
 def _guard(ctx: EngineContext, work: Any) -> Any:
-    """Run ``work()`` and turn sqlite errors into typed StorageErrors."""
-    try:
+    """Run ``work()``, its sqlite errors translated by the database layer."""
+    with ctx.db.errors():
         return work()
-    except SqlError as exc:
-        raise classify(exc, ctx.db.path) from exc
 
 
 # --- stats -----------------------------------------------------------------------------------

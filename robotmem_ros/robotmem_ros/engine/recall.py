@@ -15,12 +15,10 @@ from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.context_filter import ContextFilter, FilterOptions, origin_in_scope
-from robotmem_ros.engine.database import Error as SqlError
 from robotmem_ros.engine.decay import half_life_weight
 from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, source_weight
 from robotmem_ros.engine.spatial import SpatialSort
 from robotmem_ros.engine.validation import RECALL_CHANNELS as BOTH
-from robotmem_ros.errors import StorageError
 from robotmem_ros.types import MemoryRecord, RecallResult
 
 LIST_CHUNK = 500
@@ -40,7 +38,7 @@ class Recaller:
         start = time.perf_counter()
         now = self.ctx.clock()
         self.access.flush()  # hits deferred by a busy store, so this answer counts them
-        try:
+        with self.ctx.db.errors():
             if query == '*':
                 records, mode = self._list(collection, n, min_conf, session_id, cfilter,
                                            options, spatial, now), 'all'
@@ -48,8 +46,6 @@ class Recaller:
                 records, mode = self._ranked(query, collection, n, min_conf, session_id,
                                              cfilter, options, spatial, now, channels)
                 self._touch(records, now)
-        except SqlError as exc:
-            raise StorageError(f'recall failed: {exc}') from exc
         return RecallResult(records, len(records), mode,
                             (time.perf_counter() - start) * 1000.0)
 

@@ -14,7 +14,6 @@ from typing import Any, Callable
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine.context import EngineContext
-from robotmem_ros.engine.database import classify, Error as SqlError
 from robotmem_ros.errors import EmbeddingError, ValidationError
 
 
@@ -32,10 +31,8 @@ def reindex(ctx: EngineContext, batch_size: int = 64,
         raise EmbeddingError('reindex needs an embedding model, and none is loaded'
                              + (f': {ctx.embedding.error}' if ctx.embedding.error else
                                 ' (embed_backend is none)'))
-    try:
+    with ctx.db.errors():
         return _run(ctx, embedder, batch_size, progress)
-    except SqlError as exc:
-        raise classify(exc, ctx.db.path) from exc
 
 
 def _run(ctx: EngineContext, embedder: Any, batch_size: int,

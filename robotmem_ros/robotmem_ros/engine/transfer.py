@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterator
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.context import EngineContext
-from robotmem_ros.engine.database import classify, Error as SqlError
 from robotmem_ros.engine.validation import (check_count, check_finite, check_range, check_text,
                                             check_timestamp)
 from robotmem_ros.errors import StorageError, ValidationError
@@ -42,21 +41,21 @@ def export_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str
     """Write the store (or one collection) to ``path`` atomically; return the counts."""
     target = pathlib.Path(path)
     partial = target.with_name(target.name + '.partial')
-    conn = ctx.db.reader()
     try:
-        conn.execute('BEGIN')  # one snapshot: the node may write meanwhile
-        try:
-            with open(partial, 'w', encoding='utf-8') as out:
-                counts = _write(conn, out, collection, include_forgotten, progress)
-        finally:
-            conn.execute('ROLLBACK')
+        with ctx.db.read() as conn:
+            conn.execute('BEGIN')  # one snapshot: the node may write meanwhile
+            try:
+                with open(partial, 'w', encoding='utf-8') as out:
+                    counts = _write(conn, out, collection, include_forgotten, progress)
+            finally:
+                conn.execute('ROLLBACK')
         os.replace(partial, target)
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise StorageError(f'cannot write {target}: {exc.strerror or exc}') from exc
-    except SqlError as exc:
+    except StorageError:
         partial.unlink(missing_ok=True)
-        raise classify(exc, ctx.db.path) from exc
+        raise
     return counts
 
 
@@ -131,33 +130,30 @@ def import_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str
     id_map: dict[int, int] = {}
     superseded: list[tuple[int, int]] = []
     now = ctx.clock()
-    try:
+    with ctx.db.write() as conn:
+        for item in sessions:
+            report['sessions'] += _put_session(conn, item)
+    for start in range(0, len(memories), BATCH):
         with ctx.db.write() as conn:
-            for item in sessions:
-                report['sessions'] += _put_session(conn, item)
-        for start in range(0, len(memories), BATCH):
-            with ctx.db.write() as conn:
-                for line, item in memories[start:start + BATCH]:
-                    existing = _existing(conn, item)
-                    if existing is not None:
-                        id_map[item['id']] = existing
-                        report['skipped'].append({'line': line, 'existing_id': existing})
-                    else:
-                        id_map[item['id']] = _insert(conn, item, now)
-                        report['imported'] += 1
-                    if item['superseded_by'] is not None:
-                        superseded.append((id_map[item['id']], item['superseded_by']))
-            if progress is not None:
-                progress(min(start + BATCH, len(memories)), len(memories))
-        # Links are resolved once every id is known. Rows that an interrupted earlier run of
-        # the same file stored are skipped as existing above, so they are linked here too; only
-        # a missing link is filled, never one the store already holds.
-        with ctx.db.write() as conn:
-            conn.executemany('UPDATE memories SET superseded_by = ? WHERE id = ? '
-                             'AND superseded_by IS NULL',
-                             [(id_map.get(old), new) for new, old in superseded])
-    except SqlError as exc:
-        raise classify(exc, ctx.db.path) from exc
+            for line, item in memories[start:start + BATCH]:
+                existing = _existing(conn, item)
+                if existing is not None:
+                    id_map[item['id']] = existing
+                    report['skipped'].append({'line': line, 'existing_id': existing})
+                else:
+                    id_map[item['id']] = _insert(conn, item, now)
+                    report['imported'] += 1
+                if item['superseded_by'] is not None:
+                    superseded.append((id_map[item['id']], item['superseded_by']))
+        if progress is not None:
+            progress(min(start + BATCH, len(memories)), len(memories))
+    # Links are resolved once every id is known. Rows that an interrupted earlier run of
+    # the same file stored are skipped as existing above, so they are linked here too; only
+    # a missing link is filled, never one the store already holds.
+    with ctx.db.write() as conn:
+        conn.executemany('UPDATE memories SET superseded_by = ? WHERE id = ? '
+                         'AND superseded_by IS NULL',
+                         [(id_map.get(old), new) for new, old in superseded])
     return report
 
 
