@@ -186,9 +186,8 @@ class MemoryEngine:
         if not self.embedding.usable:
             return 0
         self._bound_backlog()
-        rows = self.db.reader().execute(
-            "SELECT id, content FROM memories WHERE embedded = 0 AND status = 'active' "
-            'ORDER BY id LIMIT ?', (int(limit),)).fetchall()
+        with self.db.read() as conn:
+            rows = store.unembedded(conn, limit)
         if not rows:
             return 0
         readable = [(mid, text) for mid, text in rows if self.embedding.readable(text)]
@@ -210,15 +209,12 @@ class MemoryEngine:
         backlog without end.
         """
         cap = self._config.max_pending_embeddings
-        pending = self.db.reader().execute(
-            'SELECT COUNT(*) FROM memories WHERE embedded = 0').fetchone()[0]
+        with self.db.read() as conn:
+            pending = store.count_unembedded(conn, active_only=False)
         if pending <= cap:
             return
         with self.db.write() as conn:
-            skipped = conn.execute(
-                'UPDATE memories SET embedded = -2 WHERE id IN (SELECT id FROM memories '
-                "WHERE embedded = 0 AND type = 'perception' ORDER BY id LIMIT ?)",
-                (pending - cap,)).rowcount
+            skipped = store.leave_unembedded(conn, pending - cap)
         self.embedding.skipped += skipped
         LOG.warning('embedding backlog of %d passed max_pending_embeddings = %d: %d oldest '
                     'perceptions left BM25-only (%d so far)', pending, cap, skipped,
@@ -257,7 +253,7 @@ class MemoryEngine:
         now = self.clock()
         with self.db.write() as conn:
             store.ensure_session(conn, session_id, collection, now, ctx)
-            count = self._active_count(conn, collection)
+            count = store.count_active(conn, collection)
         return SessionInfo(session_id, collection, count)
 
     def end_session(self, session_id: str, outcome_score: float | None = None
@@ -266,7 +262,8 @@ class MemoryEngine:
         session_id = check_text('session_id', session_id, max_chars=256)
         if outcome_score is not None:
             outcome_score = check_finite('outcome_score', outcome_score)
-        session = store.get_session(self.db.reader(), session_id)
+        with self.db.read() as conn:
+            session = store.get_session(conn, session_id)
         if session is None:
             raise NotFoundError(f'unknown session {session_id!r}')
         collection = session['collection']
@@ -281,11 +278,7 @@ class MemoryEngine:
             pruned = prune_perceptions(conn, now=now, days=cfg.perception_retention_days)
             summary = self._session_summary(conn, session, outcome_score, now)
             summary['pruned_perceptions'] = pruned
-            conn.execute('INSERT INTO session_outcomes(session_id, outcome_score, '
-                         'recorded_at) VALUES (?, ?, ?)', (session_id, outcome_score, now))
-            conn.execute('UPDATE sessions SET ended_at = ?, outcome_score = '
-                         'COALESCE(?, outcome_score), summary_json = ? WHERE id = ?',
-                         (now, outcome_score, json.dumps(summary), session_id))
+            store.end_session(conn, session_id, outcome_score, now, summary)
         superseded = sum(len(c.members) - 1 for c in clusters)
         sims = [c.avg_similarity for c in clusters]
         return EndSessionResult(
@@ -303,13 +296,12 @@ class MemoryEngine:
     def _session_vectors(self, session_id: str) -> dict[int, Any]:
         if not self.embedding.usable:
             return {}
-        return store.session_vectors(self.db.reader(), session_id)
+        with self.db.read() as conn:
+            return store.session_vectors(conn, session_id)
 
     def _session_summary(self, conn: Any, session: Any, outcome: float | None,
                          now: float) -> dict:
-        counts = dict(conn.execute(
-            "SELECT type, COUNT(*) FROM memories WHERE session_id = ? AND status = 'active' "
-            'GROUP BY type', (session['id'],)).fetchall())
+        counts = store.session_type_counts(conn, session['id'])
         return {'session_id': session['id'], 'collection': session['collection'],
                 'facts': counts.get('fact', 0), 'perceptions': counts.get('perception', 0),
                 'duration_s': now - session['started_at'], 'outcome_score': outcome}
@@ -354,7 +346,7 @@ class MemoryEngine:
         return UpdateResult(row['content'], content)
 
     def _active_row(self, conn: Any, memory_id: int) -> Any:
-        row = conn.execute('SELECT * FROM memories WHERE id = ?', (memory_id,)).fetchone()
+        row = store.get_memory(conn, memory_id)
         if row is None:
             raise NotFoundError(f'memory {memory_id} does not exist')
         if row['status'] != 'active':
@@ -365,24 +357,20 @@ class MemoryEngine:
 
     def status(self) -> EngineStatus:
         """Counters and identity for NodeStatus and diagnostics."""
-        conn = self.db.reader()
-        pending = conn.execute('SELECT COUNT(*) FROM memories WHERE embedded = 0 '
-                               "AND status = 'active'").fetchone()[0]
+        with self.db.read() as conn:
+            pending = store.count_unembedded(conn, active_only=True)
+            active = store.count_active(conn, self._config.collection)
         emb = self.embedding.embedder
         return EngineStatus(
             db_path=str(self.db.path),
             embed_backend='onnx' if emb is not None else 'none',
             embed_device=getattr(emb, 'device', '') if emb is not None else '',
             model_id=self.embedding.model_id, collection=self._config.collection,
-            active_memories_count=self._active_count(conn, self._config.collection),
+            active_memories_count=active,
             db_bytes=_db_bytes(self.db.path), reindex_needed=self.embedding.reindex_needed,
             embed_error=self.embedding.error, embed_failures=self.embedding.failures,
             pending_embeddings=pending if self.embedding.usable else 0,
             embed_skipped=self.embedding.skipped, stamps_replaced=self.stamps_replaced)
-
-    def _active_count(self, conn: Any, collection: str) -> int:
-        return conn.execute('SELECT COUNT(*) FROM memories WHERE collection = ? '
-                            "AND status = 'active'", (collection,)).fetchone()[0]
 
     # --- maintenance (logic in maintenance.py, doctor.py, reindex.py, transfer.py) ---------
 

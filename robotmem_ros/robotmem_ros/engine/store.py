@@ -306,3 +306,52 @@ def not_in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
     """Return ``column NOT IN (?, ...)`` and its parameters, in a stable order."""
     names = sorted(values)
     return f'{column} NOT IN ({",".join("?" * len(names))})', names
+
+
+# --- statements of the engine facade -----------------------------------------------------------
+
+def get_memory(conn: Any, memory_id: int) -> Any:
+    """Return the row of memory ``memory_id`` (any status), or None."""
+    return conn.execute('SELECT * FROM memories WHERE id = ?', (memory_id,)).fetchone()
+
+
+def count_active(conn: Any, collection: str) -> int:
+    """Return how many active memories ``collection`` holds."""
+    return conn.execute('SELECT COUNT(*) FROM memories WHERE collection = ? '
+                        "AND status = 'active'", (collection,)).fetchone()[0]
+
+
+def unembedded(conn: Any, limit: int) -> list[tuple[int, str]]:
+    """Return (id, content) of active memories still waiting for a vector, oldest first."""
+    return [tuple(row) for row in conn.execute(
+        "SELECT id, content FROM memories WHERE embedded = 0 AND status = 'active' "
+        'ORDER BY id LIMIT ?', (int(limit),))]
+
+
+def count_unembedded(conn: Any, *, active_only: bool) -> int:
+    """Return how many memories wait for a vector (all of them, or the active ones)."""
+    where = "embedded = 0 AND status = 'active'" if active_only else 'embedded = 0'
+    return conn.execute(f'SELECT COUNT(*) FROM memories WHERE {where}').fetchone()[0]
+
+
+def leave_unembedded(conn: Any, count: int) -> int:
+    """Mark the ``count`` oldest waiting perceptions BM25-only (embedded = -2); return how many."""
+    return conn.execute(
+        'UPDATE memories SET embedded = -2 WHERE id IN (SELECT id FROM memories '
+        "WHERE embedded = 0 AND type = 'perception' ORDER BY id LIMIT ?)", (count,)).rowcount
+
+
+def session_type_counts(conn: Any, session_id: str) -> dict[str, int]:
+    """Return the active memories of a session counted by type (fact, perception)."""
+    return dict(conn.execute(
+        "SELECT type, COUNT(*) FROM memories WHERE session_id = ? AND status = 'active' "
+        'GROUP BY type', (session_id,)).fetchall())
+
+
+def end_session(conn: Any, session_id: str, outcome: float | None, now: float,
+                summary: dict) -> None:
+    """Record a session's end: its outcome (one row per report) and its summary."""
+    conn.execute('INSERT INTO session_outcomes(session_id, outcome_score, recorded_at) '
+                 'VALUES (?, ?, ?)', (session_id, outcome, now))
+    conn.execute('UPDATE sessions SET ended_at = ?, outcome_score = COALESCE(?, outcome_score), '
+                 'summary_json = ? WHERE id = ?', (now, outcome, json.dumps(summary), session_id))
