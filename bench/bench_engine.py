@@ -161,7 +161,7 @@ class EngineBench:
 
             def one(q: str) -> None:
                 result = engine.recall(
-                    q, kwargs['n'], -1.0, '', kwargs.get('context_filter', ''),
+                    q, kwargs['n'], None, '', kwargs.get('context_filter', ''),
                     kwargs.get('spatial_sort', ''), engine.config.collection, channels=channels)
                 hits.append(result.total)
             repeats.append(latency_summary(timed([lambda q=q: one(q) for q in queries])))

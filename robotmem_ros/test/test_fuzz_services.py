@@ -158,7 +158,7 @@ def test_engine_recall(engine, query, n, min_confidence, context_filter, spatial
                        session_id):
     """Recall: a bounded, well-formed result or a typed error; never a changed store."""
     def ok(result):
-        limit = engine.config.default_n if n == 0 else n
+        limit = engine.config.default_n if n is None else n
         assert result.total == len(result.memories) <= limit <= 100
         assert all(m.status != 'forgotten' for m in result.memories)
         assert all(math.isfinite(m.rrf_score) for m in result.memories)

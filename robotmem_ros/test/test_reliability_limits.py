@@ -93,16 +93,16 @@ def test_defaults_are_the_documented_ones(tmp_path):
     engine.close()
 
 
-@pytest.mark.parametrize('n,ok', [(1, True), (100, True), (0, True), (101, False),
-                                  (-1, False), (10**9, False)])
+@pytest.mark.parametrize('n,ok', [(1, True), (100, True), (None, True), (0, False),
+                                  (101, False), (-1, False), (10**9, False)])
 def test_recall_n_is_capped_at_100(tmp_path, n, ok):
-    """Accept 0 (the default) and 1..100; refuse anything else."""
+    """Accept None (the default) and 1..100; refuse anything else (0 is the wire's default)."""
     engine = make_engine(tmp_path)
     for i in range(120):
         engine.save_perception(PerceptionInput(description=f'frame {i} shows the red cup'))
     if ok:
         found = engine.recall('red cup', n=n)
-        assert found.total == (engine.config.default_n if n == 0 else n)
+        assert found.total == (engine.config.default_n if n is None else n)
         assert engine.recall('*', n=n).total == found.total
     else:
         with pytest.raises(ValidationError, match='between 1 and 100'):

@@ -126,7 +126,8 @@ class MemoryClient:
         return self._call('learn', learn_request(insight, context, collection, session_id),
                           timeout)
 
-    def recall(self, query: str, n: int = 0, min_confidence: float = -1.0,
+    def recall(self, query: str, n: int | None = None,
+               min_confidence: float | None = None,
                session_id: str = '', context_filter: JsonArg = '', spatial_sort: JsonArg = '',
                collection: str = '', timeout: float | None = None) -> RecallResult:
         """Find memories; ``query='*'`` lists every match of the filters in time order."""
@@ -172,7 +173,8 @@ class MemoryClient:
         """Future of :meth:`learn`."""
         return self._send('learn', learn_request(insight, context, collection, session_id))
 
-    def recall_async(self, query: str, n: int = 0, min_confidence: float = -1.0,
+    def recall_async(self, query: str, n: int | None = None,
+                     min_confidence: float | None = None,
                      session_id: str = '', context_filter: JsonArg = '',
                      spatial_sort: JsonArg = '', collection: str = '') -> Future:
         """Future of :meth:`recall`."""
@@ -282,11 +284,12 @@ def learn_request(insight: str, context: JsonArg, collection: str,
                          session_id=session_id)
 
 
-def recall_request(query: str, n: int, min_confidence: float, session_id: str,
+def recall_request(query: str, n: int | None, min_confidence: float | None, session_id: str,
                    context_filter: JsonArg, spatial_sort: JsonArg,
                    collection: str) -> Recall.Request:
-    """Build a Recall request (filters as JSON text)."""
-    return Recall.Request(query=query, n=n, min_confidence=float(min_confidence),
+    """Build a Recall request (filters as JSON text; None -> the wire's 0 / -1 defaults)."""
+    return Recall.Request(query=query, n=0 if n is None else n,
+                          min_confidence=-1.0 if min_confidence is None else float(min_confidence),
                           session_id=session_id, context_filter=to_json(context_filter),
                           spatial_sort=to_json(spatial_sort), collection=collection)
 

@@ -222,14 +222,16 @@ class MemoryEngine:
 
     # --- recall ----------------------------------------------------------------------------
 
-    def recall(self, query: str, n: int = 0, min_confidence: float = -1.0,
+    def recall(self, query: str, n: int | None = None, min_confidence: float | None = None,
                session_id: str = '', context_filter: str | dict = '',
                spatial_sort: str | dict = '', collection: str = '', *,
                channels: Sequence[str] = RECALL_CHANNELS) -> RecallResult:
         """
         Rank memories for ``query`` (docs/performance.md); ``*`` lists an episode in order.
 
-        ``channels`` picks BM25, vector search or both (the default); benchmarks compare them.
+        ``n`` and ``min_confidence`` default (None) to ``default_n`` and
+        ``default_min_confidence``. ``channels`` picks BM25, vector search or both (the
+        default); benchmarks compare them.
         """
         cfg = self._config
         collection = self._collection(collection)

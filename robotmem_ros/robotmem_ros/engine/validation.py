@@ -105,23 +105,23 @@ def check_count(name: str, value: Any, minimum: int = 0) -> int:
 
 
 def check_recall_n(n: Any, default: int) -> int:
-    """Return how many results a recall may return: ``default`` for 0, else 1..MAX_RECALL_N."""
+    """Return how many results a recall may return: ``default`` for None, else 1..MAX_RECALL_N."""
+    if n is None:
+        return default
     if isinstance(n, bool) or not isinstance(n, int):
         raise ValidationError(f'n must be an integer, got {n!r}')
-    if n == 0:
-        return default
     if not 1 <= n <= MAX_RECALL_N:
-        raise ValidationError(f'n must be between 1 and {MAX_RECALL_N} (0 = default), got {n}')
+        raise ValidationError(f'n must be between 1 and {MAX_RECALL_N}, got {n}')
     return n
 
 
 def check_min_confidence(value: Any, default: float) -> float:
-    """Return a recall's confidence floor: ``default`` for a negative value, else at most 1."""
-    value = check_finite('min_confidence', value)
-    if value < 0:
+    """Return a recall's confidence floor: ``default`` for None, else a number in [0, 1]."""
+    if value is None:
         return default
-    if value > 1:
-        raise ValidationError(f'min_confidence must be <= 1 (negative = default), got {value}')
+    value = check_finite('min_confidence', value)
+    if not 0 <= value <= 1:
+        raise ValidationError(f'min_confidence must be between 0 and 1, got {value}')
     return value
 
 

@@ -45,6 +45,12 @@ def fill_learn(response: Any, result: LearnResult) -> Any:
     return response
 
 
+def recall_limits(request: Any) -> dict[str, Any]:
+    """Wire defaults of a Recall request -> engine defaults: n = 0 and a negative floor -> None."""
+    return {'n': request.n or None,
+            'min_confidence': None if request.min_confidence < 0 else request.min_confidence}
+
+
 def fill_recall(response: Any, result: RecallResult) -> Any:
     """Fill a Recall response from the engine result."""
     response.success = True

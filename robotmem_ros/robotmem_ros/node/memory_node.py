@@ -208,7 +208,7 @@ class MemoryNode(Node):
         return conv.fill_learn(res, result)
 
     def _recall(self, req: Recall.Request, res: Recall.Response) -> Recall.Response:
-        result = self._engine.recall(req.query, n=req.n, min_confidence=req.min_confidence,
+        result = self._engine.recall(req.query, **conv.recall_limits(req),
                                      session_id=req.session_id,
                                      context_filter=req.context_filter,
                                      spatial_sort=req.spatial_sort, collection=req.collection)
