@@ -19,7 +19,7 @@ from robotmem_ros.engine.types import MemoryRecord
 from robotmem_ros.engine.vector_index import code_of, to_blob
 
 ACTIVE_SQL = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > :now)"
-# BM25's row filters first run on this many times the asked depth of ranked matches.
+# An unfiltered BM25 search first ranks this many times the asked depth, then filters.
 FTS_DEPTH_FACTOR = 4
 MEMORY_COLUMNS = ('m.id, m.type, m.content, m.collection, m.session_id, m.category, '
                   'm.perception_type, m.kind, m.confidence, m.context_json, m.status, '
@@ -295,23 +295,24 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
     for number, (path, value) in enumerate(context):
         where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
         params.update({f'p{number}': path, f'v{number}': value})
-    # FTS5 ranks its matches alone (no join per match), and the row filters run on the best
-    # ids in pages, growing until ``limit`` pass or the matches run out: the same order as
-    # ranking after the join, without reading the rows of the tail. CROSS JOIN: the page's
-    # ids are the outer loop (primary key lookups, never a walk of a collection index).
-    ranked = conn.execute('SELECT rowid, bm25(memories_fts) AS score FROM memories_fts '
-                          'WHERE memories_fts MATCH ? ORDER BY score', (query,))
-    sql = (f'SELECT m.id FROM json_each(:ids) j CROSS JOIN memories m ON m.id = j.value '
-           f'WHERE {" AND ".join(where[1:])}')
-    kept: list[tuple[int, float]] = []
-    page = FTS_DEPTH_FACTOR * int(limit)
-    while len(kept) < limit:
-        rows = ranked.fetchmany(page)
-        params['ids'] = json.dumps([row[0] for row in rows])
-        passed = {row[0] for row in conn.execute(sql, params)}
-        kept.extend((row[0], row[1]) for row in rows if row[0] in passed)
-        if len(rows) < page:
-            break
-        page = min(4 * page, 1 << 20)
-    ranked.close()
-    return kept[:int(limit)]
+    if not (session_id or context):
+        # Most matches pass the filters left: FTS5 ranks them alone (no join per match) and
+        # the filters run on the best FTS_DEPTH_FACTOR × limit ids only, in the same order.
+        # CROSS JOIN: the ids are the outer loop (primary key lookups, not an index walk).
+        params['depth'] = FTS_DEPTH_FACTOR * int(limit)
+        rows = conn.execute(
+            f'SELECT f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts) AS score '
+            f'FROM memories_fts WHERE memories_fts MATCH :q ORDER BY score LIMIT :depth) f '
+            f'CROSS JOIN memories m ON m.id = f.rowid WHERE {" AND ".join(where[1:])} '
+            f'ORDER BY f.score LIMIT :lim', params).fetchall()
+        if len(rows) == int(limit):
+            return [(row[0], row[1]) for row in rows]
+    # A selective filter (session, context) or too few in the first pass: filter every match
+    # and rank only those that pass. CROSS JOIN pins the FTS table as the outer loop: with a
+    # plain JOIN the planner may walk idx_memories_collection and evaluate MATCH once per
+    # stored row (linear in the store).
+    sql = (f'SELECT m.id, bm25(memories_fts) AS score FROM memories_fts '
+           f'CROSS JOIN memories m ON m.id = memories_fts.rowid WHERE {" AND ".join(where)} '
+           f'ORDER BY score LIMIT :lim')
+    rows = conn.execute(sql, params).fetchall()
+    return [(row[0], row[1]) for row in rows]
