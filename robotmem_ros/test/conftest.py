@@ -26,11 +26,9 @@ import uuid
 import pytest
 
 os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(1, 100)))
+# LOCALHOST: rmw_fastrtps then configures its own transports (shared memory + UDP on
+# loopback, discovery by unicast to this host's ports) and ignores FASTDDS_BUILTIN_TRANSPORTS.
 os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-# Fast DDS's shared-memory transport shares lock files in /dev/shm across every run on the
-# host; segments left by killed processes (the crash tests kill nodes on purpose) make later
-# participants print errors at start-up. UDP on loopback keeps each run to itself.
-os.environ.setdefault('FASTDDS_BUILTIN_TRANSPORTS', 'UDPv4')
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
 READY_TIMEOUT_S = 60.0   # hang guards, not speed assertions: CI machines can be slow

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pathlib
+import subprocess
 from typing import Any
+from urllib.parse import parse_qs
 import uuid
 
 from engine_helpers import make_engine
@@ -47,3 +49,46 @@ def hub_rows(hub: Any, robot_id: str) -> dict[str, tuple[str, str]]:
         rows = conn.execute('SELECT gid, content, status FROM robotmem.memories '
                             'WHERE robot_id = %s', (robot_id,)).fetchall()
     return {r[0]: (r[1], r[2]) for r in rows}
+
+
+class TlsHub:
+    """
+    Run the bundled hub as a site runs one: robots log in over TLS with a SCRAM password.
+
+    Its hba file admits the owner on the local socket (as a site's admin) and every robot role
+    with a password only; robots reach it through a TLS front on 127.0.0.1 (tls_front.py: the
+    bundled server is built without SSL) with a self-signed certificate they verify.
+    """
+
+    def __init__(self, directory: pathlib.Path) -> None:
+        from robotmem_ros.fleet.local_hub import LocalHub
+        from tls_front import TlsFront
+        self.hub = LocalHub(directory)
+        pgdata = self.hub._server.pgdata
+        (pgdata / 'pg_hba.conf').write_text('local all postgres trust\n'
+                                            'local all all scram-sha-256\n')
+        with self.hub.connect_admin() as conn:
+            conn.execute('SELECT pg_reload_conf()')
+        self.cert, key = pathlib.Path(directory) / 'hub.crt', pathlib.Path(directory) / 'hub.key'
+        subprocess.run(['openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2',
+                        '-subj', '/CN=localhost', '-addext',
+                        'subjectAltName=DNS:localhost,IP:127.0.0.1',
+                        '-keyout', str(key), '-out', str(self.cert)],
+                       check=True, capture_output=True)
+        socket_dir = parse_qs(self.hub.admin_url.partition('?')[2])['host'][0]
+        self.front = TlsFront(f'{socket_dir}/.s.PGSQL.5432', self.cert, key)
+
+    def url(self, role: str, sslmode: str = 'verify-full') -> str:
+        """Return ``role``'s connection string over TCP + TLS (never with the password)."""
+        return (f'postgresql://{role}@localhost:{self.front.port}/postgres?sslmode={sslmode}'
+                f'&sslrootcert={self.cert}')
+
+    def add_robot(self, robot_id: str, password: str, collections: list[str]) -> None:
+        """Create ``robot_id``'s login role with ``password``, reading ``collections``."""
+        from robotmem_ros.fleet import hub_schema
+        with self.hub.connect_admin() as conn:
+            hub_schema.add_robot(conn, robot_id, robot_id, password, collections)
+
+    def close(self) -> None:
+        self.front.close()
+        self.hub.close()

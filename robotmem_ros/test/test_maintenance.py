@@ -120,6 +120,25 @@ def test_cleanup_is_capped_per_call_and_doctor_restores_the_unique_index(tmp_pat
 
 # --- doctor ----------------------------------------------------------------------------------
 
+def test_doctor_stays_clean_while_memories_are_forgotten_between_checks(tmp_path):
+    """
+    A doctor run, then forgets, then doctor again on the same engine: the store is sound.
+
+    SQLite 3.51's FTS5 check once reported "checksum mismatch" here, on the reader connection
+    that had read the FTS table before the forget, and doctor stopped at the integrity check.
+    """
+    engine = open_engine(tmp_path / 'm.db')
+    ids = [engine.learn(text).memory_id for text in (
+        'the red cup is on the left shelf', 'grip force 12 N works for mugs',
+        'the blue box sits near the sink', 'lidar noise is high by the window')]
+    assert engine.doctor()['ok']
+    for memory_id in ids[:2]:
+        engine.forget(memory_id)
+        report = engine.doctor()
+        assert report['integrity'] == ['ok'] and report['ok'], report
+    assert [m.id for m in engine.recall('blue box sink').memories] == [ids[2]]
+
+
 def test_doctor_detects_and_repairs_without_an_embedder(tmp_path):
     db = tmp_path / 'm.db'
     engine = open_engine(db, backend='onnx')

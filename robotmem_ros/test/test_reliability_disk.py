@@ -18,6 +18,7 @@ import sys
 from conftest import PACKAGE_DIR
 from engine_helpers import count, make_engine
 import pytest
+from robotmem_ros.engine.doctor import check_file
 from robotmem_ros.engine.types import PerceptionInput
 from robotmem_ros.errors import CorruptDatabaseError, StorageError
 
@@ -170,7 +171,7 @@ def test_disk_full_recovers_when_space_returns(full_disk):
     created = engine.learn(big_text(0))
     assert created.status == 'created'
     assert engine.recall('observation token0x7', n=1).memories[0].id == created.memory_id
-    assert engine.db.reader().execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+    assert check_file(engine.db.path) == ['ok']
 
 
 def test_recall_survives_a_store_that_refuses_the_access_count_write(tmp_path):
