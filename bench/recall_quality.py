@@ -122,9 +122,25 @@ def hidden_share(engine: MemoryEngine, memory_of: dict[str, int], outcomes: Coun
             'hidden': hidden, 'hidden_share': hidden / docs, 'outcomes': dict(outcomes)}
 
 
+def split_of(queries: Sequence[tuple[str, str, str, str]]) -> dict[str, str]:
+    """
+    Query id → 'dev' or 'held_out': the halves that settings are chosen on and reported on.
+
+    LoCoMo has no split, so its conversations alternate in sample-id order (a conversation's
+    questions stay together; the other half is never looked at while choosing). A one-collection
+    corpus (Cranfield) alternates its queries in file order.
+    """
+    collections = sorted({c for _, c, _, _ in queries})
+    if len(collections) > 1:
+        half = {c: ('dev', 'held_out')[i % 2] for i, c in enumerate(collections)}
+        return {qid: half[c] for qid, c, _, _ in queries}
+    return {q[0]: ('dev', 'held_out')[i % 2] for i, q in enumerate(queries)}
+
+
 def run_queries(engine: MemoryEngine, corpus: Corpus, memory_of: dict[str, int],
                 queries: Sequence[tuple[str, str, str, str]]) -> dict[str, Any]:
-    """Recall each judged query in each mode; metrics overall and per query group."""
+    """Recall each judged query in each mode; metrics overall, per query group and split."""
+    split = split_of(corpus.queries)
     doc_of: dict[int, set[str]] = {}
     for key, mid in memory_of.items():
         doc_of.setdefault(mid, set()).add(key)
@@ -132,6 +148,7 @@ def run_queries(engine: MemoryEngine, corpus: Corpus, memory_of: dict[str, int],
     for mode, channels in MODES.items():
         ranked: dict[str, list[list[int]]] = {}
         relevant: dict[str, list[set[int]]] = {}
+        halves: dict[str, tuple[list[list[int]], list[set[int]]]] = {}
         latencies = []
         for qid, collection, text, group in queries:
             rel = {memory_of[k] for k in corpus.qrels.get(qid, ()) if k in memory_of}
@@ -142,18 +159,24 @@ def run_queries(engine: MemoryEngine, corpus: Corpus, memory_of: dict[str, int],
             latencies.append(result.query_ms)
             ranked.setdefault(group, []).append([m.id for m in result.memories])
             relevant.setdefault(group, []).append(rel)
+            if group != 'category 5':
+                half = halves.setdefault(split[qid], ([], []))
+                half[0].append(ranked[group][-1])
+                half[1].append(rel)
         groups = {g: metrics.ranking(ranked[g], relevant[g]) for g in sorted(ranked)}
         main = [g for g in ranked if g != 'category 5']
         out[mode] = {'overall': metrics.ranking(sum((ranked[g] for g in main), []),
                                                 sum((relevant[g] for g in main), [])),
                      'groups': groups,
+                     'splits': {h: metrics.ranking(*halves[h]) for h in sorted(halves)},
                      'median_query_ms': sorted(latencies)[len(latencies) // 2]
                      if latencies else float('nan')}
     return out
 
 
 def evaluate(name: str, corpus: Corpus, real: Any, model: str, limit: int, seed: int,
-             use_cache: bool, decider: str) -> dict[str, Any]:
+             use_cache: bool, decider: str, settings: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
     """Ingest into a fresh store and score the queries."""
     texts = sorted({t for _, _, t in corpus.docs if t.strip()})
     queries = [q for q in corpus.queries if corpus.qrels.get(q[0])]
@@ -166,7 +189,7 @@ def evaluate(name: str, corpus: Corpus, real: Any, model: str, limit: int, seed:
     embedder.add(qtexts, embed_cached(real, qtexts, use_cache=use_cache))
     with tempfile.TemporaryDirectory(prefix='robotmem-recall-') as tmp:
         engine = MemoryEngine(MemoryConfig(db_path=f'{tmp}/recall.db', embed_model=model,
-                                           decider=decider), embedder)
+                                           decider=decider, **(settings or {})), embedder)
         try:
             memory_of, outcomes, ingest_s = ingest(engine, corpus)
             folded = sum(n for k, n in outcomes.items() if k.startswith('duplicate_'))
@@ -198,7 +221,7 @@ def report(sets: dict[str, Any]) -> None:
     rows = []
     for name, r in sets.items():
         for mode, m in r['modes'].items():
-            for group, g in [('overall', m['overall'])] + (
+            for group, g in [('overall', m['overall'])] + list(m['splits'].items()) + (
                     list(m['groups'].items()) if len(m['groups']) > 1 else []):
                 rows.append([name, mode, group, g['queries'], g['R@1'], g['R@5'], g['R@10'],
                              g['MRR@10']])
@@ -212,6 +235,17 @@ def report(sets: dict[str, Any]) -> None:
                   r['hidden']['folded_near_duplicate'], r['hidden']['exact_repeats'],
                   r['hidden']['hidden_share'], r['judged_docs_superseded'], r['ingest_s']]
                  for n, r in sets.items()])
+
+
+def engine_setting(text: str) -> tuple[str, Any]:
+    """Parse ``NAME=VALUE`` into a MemoryConfig field and a value of the field's type."""
+    name, _, value = text.partition('=')
+    default = getattr(MemoryConfig(), name, None)
+    if default is None or not value:
+        raise argparse.ArgumentTypeError(f'expected NAME=VALUE with a MemoryConfig name: {text}')
+    if isinstance(default, bool):
+        return name, value.lower() in ('1', 'true', 'yes')
+    return name, type(default)(value)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -230,6 +264,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--decider', default=MemoryConfig().decider,
                         choices=('rules', 'llm', 'none'),
                         help='decision layer used while ingesting (default: the engine default)')
+    parser.add_argument('--set', action='append', default=[], metavar='NAME=VALUE',
+                        type=engine_setting,
+                        help='engine parameter for this run, e.g. --set fusion=rrf (repeatable)')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--no-cache', action='store_true')
     parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
@@ -256,10 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.max_docs:
             corpus.docs = corpus.docs[:args.max_docs]
         results[name] = evaluate(name, corpus, real, args.model, args.limit, args.seed,
-                                 not args.no_cache, args.decider)
+                                 not args.no_cache, args.decider, dict(args.set))
         print(f'{name}: done', flush=True)
     report(results)
-    doc = {'model': args.model, 'decider': args.decider, 'eval_dir': str(args.eval),
+    doc = {'model': args.model, 'decider': args.decider, 'settings': dict(args.set),
+           'eval_dir': str(args.eval),
            'limit': args.limit, 'max_docs': args.max_docs, 'sets': results}
     name = args.name or f'recall_{args.model}' + (
         f'_decider-{args.decider}' if args.decider != MemoryConfig().decider else '')

@@ -119,6 +119,13 @@ class MemoryConfig:
                                        'value.', lo=0.0, hi=1.0)
     rrf_k: int = _p(60, 'Reciprocal-rank-fusion constant k in 1 / (k + rank + 1).',
                     lo=1, hi=10_000)
+    fusion: str = _p('score', 'How recall merges the BM25 and vector rankings: score (weighted '
+                     'sum of min-max normalized scores) or rrf (reciprocal-rank fusion).',
+                     choices=('score', 'rrf'))
+    bm25_weight: float = _p(0.6, 'Weight of the BM25 channel in score fusion; the vector '
+                            'channel gets 1 - bm25_weight.', lo=0.0, hi=1.0)
+    fusion_depth: int = _p(50, 'Candidates each channel contributes to fusion (at least 2 n, '
+                           '4 n with filters).', lo=1, hi=10_000)
     real_weight: float = _p(1.5, 'Score multiplier for memories with context.env.sim_or_real '
                             '== "real".', lo=0.0, hi=100.0)
     max_fetch: int = _p(2000, 'Deepest candidate fetch per channel when filters starve '

@@ -93,6 +93,8 @@ def test_recall_results_have_all_modes(smoke_results):
         for mode in result['modes'].values():
             overall = mode['overall']
             assert 0.0 <= overall['R@1'] <= overall['R@5'] <= overall['R@10'] <= 1.0
+            # the dev and held-out halves together are the overall queries
+            assert sum(h['queries'] for h in mode['splits'].values()) == overall['queries']
 
 
 def test_thresholds_and_plots_are_written(smoke_results):

@@ -41,6 +41,45 @@ def test_hybrid_finds_paraphrase_without_shared_words(embedded):
     assert result.memories[0].content.startswith('Use a gentle pinch')
 
 
+FUSION_FACTS = ['Use a gentle pinch to pick up eggs', 'The warehouse door closes at 18:00',
+                'grab the egg carton by its long side', 'eggs are stored on the top shelf',
+                'the gripper pads were replaced on Monday', 'pick up the mug by its handle']
+
+
+@pytest.mark.parametrize('weight, alone', [(1.0, ('bm25',)), (0.0, ('vector',))])
+def test_score_fusion_weight_one_channel_gives_that_channels_ranking(tmp_path, weight, alone):
+    engine = make_engine(tmp_path, embed=True, bm25_weight=weight)
+    try:
+        for fact in FUSION_FACTS:
+            engine.learn(fact)
+        query = 'how should I pick up eggs'
+        hybrid = engine.recaller.recall(query, 6, 0.0, '', '', '', engine.config.collection)
+        single = engine.recaller.recall(query, 6, 0.0, '', '', '', engine.config.collection,
+                                        channels=alone)
+    finally:
+        engine.close()
+    assert hybrid.mode == 'hybrid'
+    # Min-max puts the channel's last hit at 0, level with what the channel did not find, so
+    # the order is that channel's down to its second-to-last hit.
+    count = len(single.memories)
+    assert count >= 3
+    assert [m.id for m in hybrid.memories[:count - 1]] == [m.id for m in single.memories[:-1]]
+    assert single.memories[-1].id in {m.id for m in hybrid.memories}
+
+
+def test_rrf_fusion_is_still_available(tmp_path):
+    engine = make_engine(tmp_path, embed=True, fusion='rrf')
+    try:
+        for fact in FUSION_FACTS:
+            engine.learn(fact)
+        result = engine.recall('how should I pick up eggs', n=3)
+    finally:
+        engine.close()
+    assert result.mode == 'hybrid'
+    assert result.memories[0].rrf_score == 1.0
+    assert any(m.content.startswith('Use a gentle pinch') for m in result.memories)
+
+
 def test_query_operator_soup_is_safe(engine):
     engine.learn('cup handle faces left')
     for query in ['"unbalanced', 'AND OR NOT', 'NEAR(a b', '*cup*', "'; DROP TABLE memories;--",

@@ -1,10 +1,10 @@
-"""Score arithmetic: RRF fusion, real-world weighting, MaxScore normalization."""
+"""Score arithmetic: score and RRF fusion, real-world weighting, MaxScore normalization."""
 
 import math
 
 from hypothesis import given, settings, strategies as st
 import pytest
-from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, source_weight
+from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, score_fuse, source_weight
 from robotmem_ros.errors import ValidationError
 
 
@@ -45,6 +45,47 @@ def test_rrf_rejects_a_bad_k(k):
 def test_rrf_rejects_non_integer_ids(ranked):
     with pytest.raises(ValidationError, match='rrf ranked ids must be integers'):
         rrf_fuse(ranked, 60)
+
+
+def test_score_fusion_min_max_normalizes_each_list_then_weights():
+    bm25 = [(11, 9.0), (12, 5.0), (13, 1.0)]
+    vector = [(12, 0.9), (14, 0.5)]
+    scores = score_fuse([bm25, vector], (0.6, 0.4))
+    assert scores == {11: pytest.approx(0.6), 12: pytest.approx(0.6 * 0.5 + 0.4),
+                      13: 0.0, 14: 0.0}
+
+
+def test_score_fusion_keeps_a_clear_bm25_lead_that_rrf_flattens():
+    # A keyword hit far above the rest of its list beats a document found fairly well by
+    # both channels; RRF sees only ranks and puts the document found by both first.
+    bm25 = [(1, 20.0), (2, 3.0), (3, 2.9)]
+    vector = [(3, 0.62), (4, 0.61), (2, 0.60), (1, 0.10)]
+    fused = score_fuse([bm25, vector], (0.6, 0.4))
+    assert max(fused, key=fused.get) == 1
+    ranks = rrf_fuse([[i for i, _ in bm25], [i for i, _ in vector]], 60)
+    assert max(ranks, key=ranks.get) != 1
+
+
+def test_score_fusion_of_one_item_or_equal_scores_gives_full_weight():
+    assert score_fuse([[(5, 3.0)]], (0.6,)) == {5: pytest.approx(0.6)}
+    assert score_fuse([[(5, 2.0), (6, 2.0)], []], (0.5, 0.5)) == {5: 0.5, 6: 0.5}
+    assert score_fuse([[], []], (0.5, 0.5)) == {}
+
+
+def test_score_fusion_counts_a_repeated_id_at_its_first_occurrence():
+    assert score_fuse([[(7, 4.0), (8, 2.0), (7, 0.0)]], (1.0,)) == {7: 1.0, 8: 0.0}
+
+
+@pytest.mark.parametrize('lists, weights, message', [
+    ([[(1, 1.0)]], (0.5, 0.5), 'one weight per list'),
+    ([[(1, math.nan)]], (1.0,), 'fused scores must be finite'),
+    ([[('1', 1.0)]], (1.0,), 'fused ids must be integers'),
+    ([[(True, 1.0)]], (1.0,), 'fused ids must be integers'),
+    ([[(1, 1.0)]], (-1.0,), 'scores must be finite numbers >= 0'),
+])
+def test_score_fusion_rejects_bad_input(lists, weights, message):
+    with pytest.raises(ValidationError, match=message):
+        score_fuse(lists, weights)
 
 
 @pytest.mark.parametrize('context, weight', [
@@ -129,3 +170,17 @@ def test_maxscore_max_is_exactly_one_and_order_is_kept(scores):
         for j in range(len(scores)):
             if scores[i] <= scores[j]:
                 assert normalized[i] <= normalized[j]
+
+
+SCORED = st.lists(st.lists(st.tuples(IDS, st.floats(-50, 50)), max_size=12), max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scored=SCORED, data=st.data())
+def test_score_fusion_is_bounded_by_the_weights_and_order_free(scored, data):
+    weights = data.draw(st.lists(st.floats(0, 1), min_size=len(scored), max_size=len(scored)))
+    fused = score_fuse(scored, weights)
+    assert set(fused) == {memory_id for lst in scored for memory_id, _ in lst}
+    assert all(0.0 <= score <= math.fsum(weights) + 1e-12 for score in fused.values())
+    order = data.draw(st.permutations(range(len(scored))))
+    assert score_fuse([scored[i] for i in order], [weights[i] for i in order]) == fused

@@ -1,8 +1,12 @@
 """
-Score arithmetic of recall: reciprocal-rank fusion, source weighting, MaxScore normalization.
+Score arithmetic of recall: score or reciprocal-rank fusion, source weighting, MaxScore.
 
-RRF merges the BM25 and vector rankings without comparing their scores, which live on
-different scales; MaxScore puts the best hit at 1.0 so scores read alike across queries.
+Both fusions merge the BM25 and vector rankings although their scores live on different
+scales. RRF ignores the scores and keeps only ranks; score fusion puts each channel's scores on
+[0, 1] over its own candidates (min-max) and adds them with weights, so a BM25 hit that stands
+far above the rest keeps that lead (docs/performance.md, "Recall fusion", has the measurements
+that made it the default). MaxScore puts the best hit at 1.0 so scores read alike across
+queries.
 """
 
 from __future__ import annotations
@@ -35,6 +39,39 @@ def rrf_fuse(ranked_lists: Sequence[Sequence[int]], k: int) -> dict[int, float]:
             if memory_id not in seen:
                 seen.add(memory_id)
                 terms.setdefault(memory_id, []).append(1.0 / (k + rank + 1))
+    return {memory_id: math.fsum(parts) for memory_id, parts in terms.items()}
+
+
+def score_fuse(scored_lists: Sequence[Sequence[tuple[int, float]]],
+               weights: Sequence[float]) -> dict[int, float]:
+    """
+    Return ``id -> sum over lists of weight * min-max normalized score``.
+
+    Each list holds (id, score) pairs, higher score better. Within a list the best score maps
+    to 1 and the worst to 0 (all equal: every one maps to 1), so a channel's weight is the most
+    it can add. An id missing from a list gets 0 from it; an id repeated within a list counts
+    at its first occurrence. Sums use ``math.fsum``, so the result does not depend on the order
+    of the lists.
+    """
+    if len(weights) != len(scored_lists):
+        raise ValidationError('score fusion needs one weight per list')
+    terms: dict[int, list[float]] = {}
+    for scored, weight in zip(scored_lists, weights):
+        weight = _score(weight)
+        first: dict[int, float] = {}
+        for memory_id, score in scored:
+            if not isinstance(memory_id, int) or isinstance(memory_id, bool):
+                raise ValidationError(f'fused ids must be integers, got {memory_id!r}')
+            value = float(score)
+            if not math.isfinite(value):
+                raise ValidationError(f'fused scores must be finite, got {score!r}')
+            first.setdefault(memory_id, value)
+        if not first:
+            continue
+        low, high = min(first.values()), max(first.values())
+        for memory_id, value in first.items():
+            unit = (value - low) / (high - low) if high > low else 1.0
+            terms.setdefault(memory_id, []).append(weight * unit)
     return {memory_id: math.fsum(parts) for memory_id, parts in terms.items()}
 
 

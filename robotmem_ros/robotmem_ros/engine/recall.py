@@ -1,5 +1,5 @@
 """
-Recall pipeline (seed 004): BM25 + filtered KNN → RRF → weights → filters → top-k.
+Recall pipeline: BM25 + filtered KNN → fusion (score or RRF) → weights → filters → top-k.
 
 Filters never starve results: when filtering leaves fewer than n, both channels are fetched
 once more at ``max_fetch`` depth before giving up. KNN filters by collection, status and session
@@ -18,7 +18,7 @@ from robotmem_ros.engine.context_filter import (ContextFilter, FilterOptions, or
                                                 parse_filter)
 from robotmem_ros.engine.database import Error as SqlError
 from robotmem_ros.engine.decay import half_life_weight
-from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, source_weight
+from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, score_fuse, source_weight
 from robotmem_ros.engine.spatial import parse_spatial_sort, SpatialSort
 from robotmem_ros.engine.types import MemoryRecord, RecallResult
 from robotmem_ros.engine.validation import check_finite, check_text
@@ -116,7 +116,7 @@ class Recaller:
                         or options.origin is not None or cfg.recall_scope != 'all'
                         or options.created_from is not None or options.created_to is not None
                         or options.as_of is not None)
-        fetch = min(n * (4 if filtered else 2), cfg.max_fetch)
+        fetch = min(max(cfg.fusion_depth, n * (4 if filtered else 2)), cfg.max_fetch)
         pushed = cfilter.sql_equalities()  # equalities tested in SQL, before ranking
         while True:
             bm = store.fts_search(conn, fts_q, collection, fetch, now=now,
@@ -125,7 +125,7 @@ class Recaller:
                                   context=pushed) if fts_q else []
             vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id,
                                    context=pushed) if qvec is not None else []
-            scores = rrf_fuse([[i for i, _ in bm], [i for i, _ in vec]], cfg.rrf_k)
+            scores = _fuse(bm, vec, cfg)
             records = store.fetch_records(conn, list(scores))
             kept = [r for r in records.values()
                     if r.session_id != exclude_session or not exclude_session
@@ -207,6 +207,15 @@ class Recaller:
         for record in records:
             record.access_count += 1
             record.last_accessed = now
+
+
+def _fuse(bm: list[tuple[int, float]], vec: list[tuple[int, float]], cfg: Any
+          ) -> dict[int, float]:
+    """Merge the channels as ``cfg.fusion`` says; FTS5's bm25() is lower-better, so negate."""
+    if cfg.fusion == 'rrf':
+        return rrf_fuse([[i for i, _ in bm], [i for i, _ in vec]], cfg.rrf_k)
+    return score_fuse([[(i, -score) for i, score in bm], vec],
+                      (cfg.bm25_weight, 1.0 - cfg.bm25_weight))
 
 
 def _mode(bm25: bool, vector: bool) -> str:
