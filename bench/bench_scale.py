@@ -189,6 +189,8 @@ def worker(args: argparse.Namespace) -> None:
         row['recall'] = _timed([lambda q=q: engine.recall(q, n=10) for q in queries[:CALLS]])
         row['recall_context_filter'] = _timed([
             lambda q=q: engine.recall(q, n=10, context_filter=cfilter) for q in queries[CALLS:]])
+        row['dedup_jaccard_query'] = _timed([
+            lambda m=m: _jaccard_candidates(engine, store, m.text) for m in learns])
         row['vector_search'] = _timed([
             lambda v=v: store.vec_search(engine.db.reader(), v, config.collection, 10)
             for v in qvecs[:CALLS]])
@@ -204,6 +206,19 @@ def worker(args: argparse.Namespace) -> None:
     if args.end_session:
         print(json.dumps(_end_session(engine, store, pool, args)), flush=True)
     engine.close()
+
+
+def _jaccard_candidates(engine: Any, store: Any, content: str) -> list[Any]:
+    """The dedup Jaccard layer's candidate query, as the version under test runs it."""
+    from robotmem_ros.engine import text as textmod
+    conn, collection, now = engine.db.reader(), engine.config.collection, time.time()
+    try:
+        from robotmem_ros.engine import jaccard_store
+    except ImportError:  # before the rare-token filter: the BM25 top 5 of every token
+        return store.fts_search(conn, textmod.fts_query(content), collection, 5, now=now,
+                                type_='fact')
+    return jaccard_store.candidates(conn, textmod.jaccard_tokens(content), collection, 5,
+                                    engine.config.dedup_jaccard_threshold, now=now)
 
 
 def _end_session(engine: Any, store: Any, pool: np.ndarray,
@@ -284,14 +299,21 @@ def _run(label: str, package: pathlib.Path, sizes: list[int], pool: pathlib.Path
     return rows
 
 
-def plot(results: pathlib.Path = RESULTS_DIR) -> list[pathlib.Path]:
-    """Latency vs N (log-log) and memory vs N, before and after, from the scale JSON files."""
+def plot(results: pathlib.Path = RESULTS_DIR, name: str = 'scale') -> list[pathlib.Path]:
+    """
+    Latency vs N (log-log) and memory vs N, before and after, from the scale JSON files.
+
+    Reads ``NAME.json`` when it holds both runs, else ``NAME_before.json`` and
+    ``NAME_after.json`` (runs merged by hand); draws ``NAME_vs_n.png``.
+    """
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     runs = {}
     for label in ('before', 'after'):
-        path = results / f'scale_{label}.json'
+        path = results / f'{name}.json'
+        if not path.exists() or label not in json.loads(path.read_text()):
+            path = results / f'{name}_{label}.json'
         if path.exists():
             rows = json.loads(path.read_text()).get(label, [])
             runs[label] = [r for r in rows if 'n' in r]
@@ -315,7 +337,7 @@ def plot(results: pathlib.Path = RESULTS_DIR) -> list[pathlib.Path]:
         ax.legend(fontsize=7)
         ax.grid(True, which='both', alpha=0.3)
     fig.tight_layout()
-    path = results / 'scale_vs_n.png'
+    path = results / f'{name}_vs_n.png'
     fig.savefig(path, dpi=110)
     out.append(path)
     return out
@@ -342,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--name', default='scale', help='result name (bench/results/NAME.json)')
     args = parser.parse_args(argv)
     if args.plot:
-        print(plot())
+        print(plot(RESULTS_DIR, args.name))
         return 0
     args.sizes = [int(s) for s in args.sizes.split(',')]
     if args.collections:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import judgment, store
+from robotmem_ros.engine import jaccard_store, judgment, store
 from robotmem_ros.engine import text as textmod
 
 JACCARD_CANDIDATES = 5
@@ -57,9 +57,9 @@ def check(conn: Any, content: str, *, collection: str, session_id: str,
         verdict.method, verdict.existing_id, verdict.similarity = 'exact', existing, 1.0
         return verdict
     tokens = textmod.jaccard_tokens(content)
-    query = textmod.fts_query(content)
-    if query is not None and _jaccard_layer(conn, verdict, content, tokens, query, collection,
-                                            '', JACCARD_CANDIDATES, 'jaccard', config, now):
+    if tokens and _jaccard_layer(conn, verdict, content, tokens, collection, '',
+                                 JACCARD_CANDIDATES, 'jaccard', config, now,
+                                 near_misses=vector is None):
         return verdict
     if vector is not None:
         verdict.neighbours = store.vec_search(conn, vector, collection, NEIGHBOURS, type_='fact')
@@ -71,10 +71,10 @@ def check(conn: Any, content: str, *, collection: str, session_id: str,
                                     session_id=session_id, type_='fact')
             _cosine_layer(conn, verdict, content, hits, config.session_cosine_threshold,
                           'session_cosine', config)
-    elif session_id and query is not None:
+    elif session_id and tokens:
         # Without an embedder the session layer falls back to Jaccard over the whole episode.
-        _jaccard_layer(conn, verdict, content, tokens, query, collection, session_id,
-                       SESSION_CANDIDATES, 'session_jaccard', config, now)
+        _jaccard_layer(conn, verdict, content, tokens, collection, session_id,
+                       SESSION_CANDIDATES, 'session_jaccard', config, now, near_misses=True)
     return verdict
 
 
@@ -86,13 +86,18 @@ def _contents(conn: Any, ids: list[int]) -> dict[int, str]:
 
 
 def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: frozenset[str],
-                   query: str, collection: str, session_id: str, limit: int, method: str,
-                   config: MemoryConfig, now: float) -> bool:
-    hits = store.fts_search(conn, query, collection, limit, now=now, session_id=session_id,
-                            type_='fact')
-    contents = _contents(conn, [memory_id for memory_id, _ in hits])
-    scored = [(memory_id, textmod.jaccard(tokens, textmod.jaccard_tokens(contents[memory_id])))
-              for memory_id, _ in hits]
+                   collection: str, session_id: str, limit: int, method: str,
+                   config: MemoryConfig, now: float, *, near_misses: bool) -> bool:
+    # The best `limit` facts by Jaccard, exact down to the dedup threshold, or down to the
+    # similar threshold for ``near_misses`` (without an embedder they are all the decision
+    # layer sees; with one, the vector neighbours are its peers and that deeper search would
+    # cost as much as the full BM25 ranking it replaces).
+    floor = config.dedup_jaccard_threshold
+    if near_misses:
+        floor = min(floor, config.similar_jaccard_min)
+    scored = jaccard_store.candidates(conn, tokens, collection, limit, floor, now=now,
+                                      session_id=session_id)
+    contents = _contents(conn, [memory_id for memory_id, _ in scored])
     # Jaccard must exceed its threshold; cosine only has to reach its own (docs/memory.md).
     return _judge(verdict, content, scored, contents,
                   lambda sim: sim > config.dedup_jaccard_threshold,

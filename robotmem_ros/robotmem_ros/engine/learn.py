@@ -1,12 +1,13 @@
 """
 Learn pipeline: validate → label → embed → dedup → decide → write.
 
-Three steps keep the writer lock short. (1) Under the lock, the dedup layers run; a duplicate
-reinforces the existing memory and ends there. (2) Outside the lock, the decision layer
-(docs/decisions.md) judges whether the new fact refines or contradicts similar ones — an LLM
-decider may take seconds and must not stall other writers. (3) Under the lock again, the fact
-is written and the decision applied; the unique index still guarantees no second active copy
-appears meanwhile.
+One write transaction in the common case: under the lock the dedup layers run (a duplicate
+reinforces the existing memory and ends there), the rule decider (docs/decisions.md) judges whether
+the new fact refines or contradicts similar ones, and the fact is written with the decision
+applied. Two steps leave the lock in between: an LLM decider, which may take seconds and must
+not stall other writers, and a merge whose text needs a new vector (the embedder runs outside
+the lock). Then the fact is written in a second transaction; the unique index still
+guarantees no second active copy appears meanwhile.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import numpy as np
 from robotmem_ros.engine import dedup, store
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import IntegrityError
-from robotmem_ros.engine.decision import (Candidate, DELETE, Existing, make_decider, MERGE,
-                                          Outcome, SKIP)
+from robotmem_ros.engine.decision import (Candidate, DELETE, Existing, LLMDecider,
+                                          make_decider, MERGE, Outcome, SKIP)
 from robotmem_ros.engine.inference import infer, Inferred
 from robotmem_ros.errors import ConflictError, StorageError
 from robotmem_ros.types import LearnResult, MemoryRecord
@@ -86,7 +87,12 @@ class Learner:
                                    verdict.existing_id, verdict.similarity, similar,
                                    fact.labels.inferred)
             peers = self._peers(conn, similar, verdict.neighbours)
-        outcome = self._decide(fact, peers, now)
+            remote = isinstance(self.decider, LLMDecider)
+            outcome = None if remote else self._decide(fact, peers, now)
+            if not remote and not self._merges_to_embed(outcome):
+                return self._apply(conn, fact, outcome, similar, peers, {}, now)
+        if remote:
+            outcome = self._decide(fact, peers, now)
         merged_vectors = self._merged_vectors(outcome)
         with ctx.db.write() as conn:
             return self._apply(conn, fact, outcome, similar, peers, merged_vectors, now)
@@ -110,11 +116,14 @@ class Learner:
         return self.decider.decide(
             Candidate(fact.content, fact.labels.category, fact.context, now), peers)
 
-    def _merged_vectors(self, outcome: Outcome | None) -> dict[int, np.ndarray | None]:
+    def _merges_to_embed(self, outcome: Outcome | None) -> list[Any]:
         if outcome is None or not self.ctx.embedding.usable:
-            return {}
+            return []
+        return [a for a in outcome.actions if a.kind == MERGE and a.merged_text]
+
+    def _merged_vectors(self, outcome: Outcome | None) -> dict[int, np.ndarray | None]:
         return {a.target_id: self.ctx.embedding.embed_fact(a.merged_text)
-                for a in outcome.actions if a.kind == MERGE and a.merged_text}
+                for a in self._merges_to_embed(outcome)}
 
     # --- write -----------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ from robotmem_ros.engine.vector_index import code_of, to_blob
 from robotmem_ros.types import MemoryRecord
 
 ACTIVE_SQL = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > :now)"
+# An unfiltered BM25 search first ranks this many times the asked depth, then filters.
+FTS_DEPTH_FACTOR = 4
 MEMORY_COLUMNS = ('m.id, m.type, m.content, m.collection, m.session_id, m.category, '
                   'm.perception_type, m.kind, m.confidence, m.context_json, m.status, '
                   'm.superseded_by, m.access_count, m.created_at, m.last_accessed, '
@@ -293,8 +295,22 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
     for number, (path, value) in enumerate(context):
         where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
         params.update({f'p{number}': path, f'v{number}': value})
-    # CROSS JOIN pins the FTS table as the outer loop: with a plain JOIN the planner may walk
-    # idx_memories_collection and evaluate MATCH once per stored row (linear in the store).
+    if not (session_id or context):
+        # Most matches pass the filters left: FTS5 ranks them alone (no join per match) and
+        # the filters run on the best FTS_DEPTH_FACTOR × limit ids only, in the same order.
+        # CROSS JOIN: the ids are the outer loop (primary key lookups, not an index walk).
+        params['depth'] = FTS_DEPTH_FACTOR * int(limit)
+        rows = conn.execute(
+            f'SELECT f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts) AS score '
+            f'FROM memories_fts WHERE memories_fts MATCH :q ORDER BY score LIMIT :depth) f '
+            f'CROSS JOIN memories m ON m.id = f.rowid WHERE {" AND ".join(where[1:])} '
+            f'ORDER BY f.score LIMIT :lim', params).fetchall()
+        if len(rows) == int(limit):
+            return [(row[0], row[1]) for row in rows]
+    # A selective filter (session, context) or too few in the first pass: filter every match
+    # and rank only those that pass. CROSS JOIN pins the FTS table as the outer loop: with a
+    # plain JOIN the planner may walk idx_memories_collection and evaluate MATCH once per
+    # stored row (linear in the store).
     sql = (f'SELECT m.id, bm25(memories_fts) AS score FROM memories_fts '
            f'CROSS JOIN memories m ON m.id = memories_fts.rowid WHERE {" AND ".join(where)} '
            f'ORDER BY score LIMIT :lim')

@@ -1,0 +1,97 @@
+"""
+The Jaccard layer's rare-token filter loses no fact above the threshold (engine/jaccard_store).
+
+Compared with the exhaustive check (Jaccard of the probe against every stored fact) on the
+hand-written robot facts of bench/data/decision_pairs*.tsv, which hold many rewordings.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+from engine_helpers import make_engine
+import pytest
+from robotmem_ros.engine import jaccard_store, store
+from robotmem_ros.engine import text as textmod
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / 'bench' / 'data'
+
+
+def _facts() -> list[str]:
+    texts: dict[str, None] = {}
+    for name in ('decision_pairs.tsv', 'decision_pairs_heldout.tsv'):
+        for line in (DATA / name).read_text(encoding='utf-8').splitlines():
+            if line and not line.startswith('#'):
+                for text in line.split('\t')[2:4]:
+                    texts.setdefault(text.strip(), None)
+    return list(texts)
+
+
+@pytest.mark.parametrize('n', range(1, 41))
+def test_overlap_terms_hold_for_every_possible_set(n: int) -> None:
+    for threshold in (0.0, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95):
+        size, k = jaccard_store.overlap_terms(n, threshold)
+        assert 1 <= k <= size <= n
+        for shared in range(n + 1):
+            for other_only in range(3 * n + 1):
+                if shared and shared / (n + other_only) >= threshold:  # J = 0 shares nothing
+                    # B misses n - shared of A's tokens; any `size` of them keep k of B's.
+                    assert size - (n - shared) >= k
+
+
+def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path) -> None:
+    facts = _facts()
+    assert len(facts) > 300
+    engine = make_engine(tmp_path)
+    now = time.time()
+    with engine.db.write() as conn:  # every text, rewordings included (no dedup on this path)
+        ids = [store.insert_memory(conn, type_='fact', content=text, collection='default',
+                                   session_id='', category='observation', perception_type='',
+                                   kind='semantic', confidence=0.8, context={}, created_at=now)
+               for text in facts]
+    conn = engine.db.reader()
+    stored = {i: textmod.jaccard_tokens(t) for i, t in zip(ids, facts)}
+    near_pairs = 0
+    for probe in facts:
+        tokens = textmod.jaccard_tokens(probe)
+        exhaustive = sorted(((-textmod.jaccard(tokens, other), i) for i, other in stored.items()))
+        for threshold in (0.4, 0.5, 0.7):
+            above = [(i, -score) for score, i in exhaustive if -score >= threshold]
+            got = jaccard_store.candidates(conn, tokens, 'default', 5, threshold, now=now)
+            assert [hit for hit in got if hit[1] >= threshold] == above[:5], probe
+            wide = jaccard_store.candidates(conn, tokens, 'default', len(facts), threshold,
+                                            now=now)
+            assert [hit for hit in wide if hit[1] >= threshold] == above, probe
+        near_pairs += sum(1 for score, _ in exhaustive if 0.7 < -score < 1.0)
+    assert near_pairs >= 20  # the data really holds rewordings above the threshold
+    engine.close()
+
+
+def test_candidates_keep_to_active_facts_of_the_collection_and_session(
+        tmp_path: pathlib.Path) -> None:
+    engine = make_engine(tmp_path)
+    now = time.time()
+    text = 'the red cup on shelf two needs a grip force of 12.5 N'
+    with engine.db.write() as conn:
+        def put(collection: str, session: str = '', type_: str = 'fact') -> int:
+            if session:
+                store.ensure_session(conn, session, collection, now)
+            rows = conn.execute('SELECT COUNT(*) FROM memories').fetchone()[0]
+            return store.insert_memory(  # one more word each: Jaccard 0.85 to the probe
+                conn, type_=type_, content=f'{text} batch{rows}', collection=collection,
+                session_id=session,
+                category='observation', perception_type='', kind='semantic', confidence=0.8,
+                context={}, created_at=now)
+        mine, other, gone, seen = put('a'), put('b'), put('a', 's1'), put('a', type_='perception')
+        in_session = put('a', 's2')
+        store.set_status(conn, gone, 'superseded', now=now)
+    conn = engine.db.reader()
+    tokens = textmod.jaccard_tokens(text)
+    assert [i for i, _ in jaccard_store.candidates(conn, tokens, 'a', 5, 0.7, now=now)] == [
+        mine, in_session]
+    assert [i for i, _ in jaccard_store.candidates(conn, tokens, 'a', 5, 0.7, now=now,
+                                                   session_id='s2')] == [in_session]
+    everything = jaccard_store.candidates(conn, tokens, 'a', 10, 0.0, now=now)
+    assert other not in [i for i, _ in everything] and seen not in [i for i, _ in everything]
+    engine.close()
