@@ -168,7 +168,7 @@ REVIEWED = {
     'HISTOGRAM_BINS - 1': 'module constant',
     'pending': 'constant FROM/WHERE fragment',
     'cond': "' AND '.join of constant fragments with named placeholders",
-    "' AND '.join(where[1:])": "the same constant fragments, less the MATCH (fts_search)",
+    "' AND '.join(where[1:])": 'the same constant fragments, less the MATCH (fts_search)',
     "', '.join(columns)": 'constant column tuple',
     "', '.join((':' + c for c in columns))": 'named placeholders of the constant column tuple',
 }
