@@ -57,6 +57,30 @@ def test_small_sets_are_searched_exactly_and_large_ones_nearly(tmp_path):
     engine.close()
 
 
+def test_rescoring_pool_grows_with_the_searched_set(tmp_path, monkeypatch):
+    """The floats re-read per search are a share of the set, not a constant (recall at 1M)."""
+    from robotmem_ros.engine import vector_index
+    monkeypatch.setattr(vector_index, 'RESCORE_MIN', 16)
+    rescored: list[int] = []
+    real_rescore = vector_index.VectorIndex._rescore
+
+    def counting(self, conn, vector, ids, seqs, where):
+        rescored.append(len(ids))
+        return real_rescore(self, conn, vector, ids, seqs, where)
+
+    monkeypatch.setattr(vector_index.VectorIndex, '_rescore', counting)
+    rng = np.random.default_rng(11)
+    engine = make_engine(tmp_path)
+    _bulk(engine, _unit(rng, 1000), 'thousand')
+    _bulk(engine, _unit(rng, 16_000), 'large')
+    query = _unit(rng, 1)[0]
+    for collection, pool in (('thousand', 16), ('large', 16_000 // 400)):
+        rescored.clear()
+        assert len(store.vec_search(engine.db.reader(), query, collection, 1)) == 1
+        assert rescored[0] == pool
+    engine.close()
+
+
 def test_filtered_search_returns_k_when_k_exist(tmp_path):
     rng = np.random.default_rng(1)
     engine = make_engine(tmp_path)
