@@ -29,7 +29,7 @@ def test_ready_status_then_clean_exit_on_signal(start_node, tmp_path, sig):
     status = node.status()
     assert status.ready and status.db_path == str(tmp_path / 'memory.db')
     assert status.embed_backend == 'none' and status.collection == 'default'
-    assert node.stop(sig, timeout=5) == 0, node.log()
+    assert node.stop(sig) == 0, node.log()
     assert 'Traceback' not in node.log()
 
 
