@@ -25,7 +25,6 @@ import json
 import pathlib
 import statistics
 import tempfile
-import threading
 import time
 from typing import Any, Sequence
 
@@ -255,6 +254,29 @@ def plot(doc: dict, out: pathlib.Path) -> None:
     fig.savefig(out, dpi=110)
 
 
+def bench_robots(hub: LocalHub, root: pathlib.Path, embedder: Any,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """Throughput, propagation and many robots at once; print their tables."""
+    doc: dict[str, Any] = {}
+    doc['throughput'] = bench_throughput(hub, root, embedder, args.facts)
+    print_table('push / pull (one robot, vectors included)',
+                ('facts', 'learn/s', 'push/s', 'pull/s'),
+                [(args.facts, doc['throughput']['learned_per_s'],
+                  doc['throughput']['push_per_s'], doc['throughput']['pull_per_s'])])
+    doc['propagation'] = [bench_propagation(hub, root, args.samples, wake)
+                          for wake in (True, False)]
+    print_table(f'propagation A -> B (period {DEFAULT_PERIOD:g} s)',
+                ('mode', 'samples', 'p50 ms', 'p95 ms', 'max ms'),
+                [(r['mode'], r['samples'], r['p50_ms'], r['p95_ms'], r['max_ms'])
+                 for r in doc['propagation']])
+    doc['many_robots'] = many = bench_many_robots(hub, root, args.robots, args.each)
+    print_table(f"{args.robots} robots syncing at once",
+                ('robots', 'facts each', 'all in step s', 'median s', 'rows moved/s'),
+                [(many['robots'], many['facts_each'], many['all_in_step_s'],
+                  many['median_in_step_s'], many['rows_moved_per_s'])])
+    return doc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run every fleet measurement; print tables, write JSON and a plot."""
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
@@ -265,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--hub-n', type=int, default=100_000)
     parser.add_argument('--queries', type=int, default=50)
     parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
+    parser.add_argument('--hub-only', action='store_true',
+                        help='only the hub recall at --hub-n (e.g. 1000000)')
+    parser.add_argument('--name', default='fleet', help='result name (bench/results/NAME.json)')
     args = parser.parse_args(argv)
     quiet_logs()
     from robotmem_ros.embedding import load_embedder
@@ -272,27 +297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc: dict[str, Any] = {'model': embedder.model_id, 'period_s': DEFAULT_PERIOD}
     with tempfile.TemporaryDirectory(prefix='robotmem_fleet_') as tmp:
         root = pathlib.Path(tmp)
-        hub = LocalHub(root / 'hub')
-        try:
-            doc['throughput'] = bench_throughput(hub, root, embedder, args.facts)
-            print_table('push / pull (one robot, vectors included)',
-                        ('facts', 'learn/s', 'push/s', 'pull/s'),
-                        [(args.facts, doc['throughput']['learned_per_s'],
-                          doc['throughput']['push_per_s'], doc['throughput']['pull_per_s'])])
-            doc['propagation'] = [bench_propagation(hub, root, args.samples, wake)
-                                  for wake in (True, False)]
-            print_table(f'propagation A -> B (period {DEFAULT_PERIOD:g} s)',
-                        ('mode', 'samples', 'p50 ms', 'p95 ms', 'max ms'),
-                        [(r['mode'], r['samples'], r['p50_ms'], r['p95_ms'], r['max_ms'])
-                         for r in doc['propagation']])
-            doc['many_robots'] = bench_many_robots(hub, root, args.robots, args.each)
-            many = doc['many_robots']
-            print_table(f"{args.robots} robots syncing at once",
-                        ('robots', 'facts each', 'all in step s', 'median s', 'rows moved/s'),
-                        [(many['robots'], many['facts_each'], many['all_in_step_s'],
-                          many['median_in_step_s'], many['rows_moved_per_s'])])
-        finally:
-            hub.close()
+        if not args.hub_only:
+            hub = LocalHub(root / 'hub')
+            try:
+                doc.update(bench_robots(hub, root, embedder, args))
+            finally:
+                hub.close()
         if args.hub_n:
             hub = LocalHub(root / 'hub_recall')
             try:
@@ -308,9 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         [(ef, rec[f'ef{ef}']['recall_p50_ms'], rec[f'ef{ef}']['recall_p95_ms'],
                           rec[f'ef{ef}']['hnsw_p50_ms'], rec[f'ef{ef}']['recall_at_10'])
                          for ef in (40, 100)])
-    path = write_result('fleet', doc, args.results)
-    plot(json.loads(path.read_text()), args.results / 'fleet.png')
-    print(f'\nwrote {path} and {args.results / "fleet.png"}')
+    path = write_result(args.name, doc, args.results)
+    if not args.hub_only:
+        plot(json.loads(path.read_text()), args.results / f'{args.name}.png')
+    print(f'\nwrote {path}')
     return 0
 
 
