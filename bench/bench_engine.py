@@ -161,8 +161,8 @@ class EngineBench:
 
             def one(q: str) -> None:
                 result = engine.recall(
-                    q, kwargs['n'], None, '', kwargs.get('context_filter', ''),
-                    kwargs.get('spatial_sort', ''), engine.config.collection, channels=channels)
+                    q, kwargs['n'], None, '', kwargs.get('context_filter'),
+                    kwargs.get('spatial_sort'), engine.config.collection, channels=channels)
                 hits.append(result.total)
             repeats.append(latency_summary(timed([lambda q=q: one(q) for q in queries])))
         out = median_over_repeats(repeats)

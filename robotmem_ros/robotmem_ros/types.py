@@ -102,8 +102,8 @@ class PerceptionInput:
 
     description: str
     perception_type: str = ''
-    data: str = ''                 # JSON object text
-    metadata: str = ''             # JSON object text
+    data: dict | None = None       # JSON object (parsed at the ROS boundary)
+    metadata: dict | None = None   # JSON object
     session_id: str = ''
     collection: str = ''
     created_at: float | None = None  # epoch seconds (header stamp); None = now

@@ -48,7 +48,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     session = engine.start_session(context={'task': 'pick_place'}).session_id
     start = engine.clock()
     engine.save_perceptions([PerceptionInput(f'{kind} reading {i}', kind, session_id=session,
-                                             data=json.dumps({'i': i}), created_at=start + i)
+                                             data={'i': i}, created_at=start + i)
                              for i, kind in enumerate(['vision', 'force'] * 4)])
     facts = [engine.learn(text, session_id=session, context={
         'task': {'success': ok}, 'spatial': {'object_position': [x, y, 0.0]}}).memory_id

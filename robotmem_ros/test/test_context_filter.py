@@ -6,8 +6,10 @@ import math
 from hypothesis import given, settings, strategies as st
 import pytest
 from robotmem_ros.engine.context_filter import (
-    ContextFilter, FilterOptions, json_equal, MISSING, parse_filter, resolve_path)
+    ContextFilter, FilterOptions, json_equal, MISSING, parse_filter as engine_parse_filter,
+    resolve_path)
 from robotmem_ros.errors import ValidationError
+from robotmem_ros.node.conversions import parse_json_object
 
 LIMITS = {'max_bytes': 4096, 'max_depth': 8}
 
@@ -27,6 +29,19 @@ FRANKA_PUSH = {
     'spatial': {'object_position': [0.2, -0.1, 0.05]},
     'env': {'sim_or_real': 'sim'},
 }
+
+
+def parse_filter(spec, *, max_bytes, max_depth):
+    """Take the node's path: JSON text is parsed by node.conversions, the engine checks dicts."""
+    if isinstance(spec, str):
+        spec = parse_json_object(spec, what='context_filter', max_bytes=max_bytes,
+                                 max_depth=max_depth)
+    return engine_parse_filter(spec, max_bytes=max_bytes, max_depth=max_depth)
+
+
+def test_engine_takes_no_json_text():
+    with pytest.raises(ValidationError, match='context_filter: must be a JSON object, got str'):
+        engine_parse_filter('{}', **LIMITS)
 
 
 def flt(spec):
@@ -381,3 +396,11 @@ def test_eq_and_ne_partition_every_context(context, path, value):
     assert flt({path: {'$eq': value}}).matches(context) != flt(
         {path: {'$ne': value}}).matches(context)
     assert flt({path: value}).matches(context) == flt({path: {'$eq': value}}).matches(context)
+
+
+def test_integer_beyond_64_bits_is_tested_in_python_not_bound_in_sql():
+    big = 2**63
+    context_filter = flt({'a': big, 'b': 2**63 - 1})
+    assert context_filter.sql_equalities() == [('$.b', 2**63 - 1)]
+    assert context_filter.matches({'a': big, 'b': 2**63 - 1})
+    assert not context_filter.matches({'a': big - 1, 'b': 2**63 - 1})

@@ -1,6 +1,5 @@
 """Recall: the pipeline of docs/memory.md, filters that never starve, episode listing, touch."""
 
-import json
 
 from engine_helpers import FakeClock, make_engine
 import pytest
@@ -14,9 +13,9 @@ from robotmem_ros.types import PerceptionInput
     ({'query': 'cup', 'n': -1}, 'n must be between'),
     ({'query': 'cup', 'min_confidence': float('nan')}, 'finite'),
     ({'query': 'cup', 'min_confidence': 1.5}, 'min_confidence'),
-    ({'query': 'cup', 'context_filter': '{"a": {"$regex": "x"}}'}, 'regex'),
-    ({'query': 'cup', 'context_filter': 'not json'}, 'invalid JSON'),
-    ({'query': 'cup', 'spatial_sort': '{"field": "p"}'}, 'target'),
+    ({'query': 'cup', 'context_filter': {'a': {'$regex': 'x'}}}, 'regex'),
+    ({'query': 'cup', 'context_filter': '{}'}, 'must be a JSON object, got str'),
+    ({'query': 'cup', 'spatial_sort': {'field': 'p'}}, 'target'),
 ])
 def test_bad_requests(engine, kwargs, message):
     with pytest.raises(ValidationError, match=message):
@@ -110,8 +109,8 @@ def test_spatial_sort_nearest_first_and_cutoff(engine):
     for name, pos in objects.items():
         engine.learn(f'{name} seen on the workbench', {'spatial': {'object_position': pos}})
     engine.learn('tray seen on the workbench')
-    result = engine.recall('seen workbench', n=10, spatial_sort=json.dumps({
-        'field': 'spatial.object_position', 'target': [1.3, 0.7, 0.42], 'max_distance': 1.0}))
+    result = engine.recall('seen workbench', n=10, spatial_sort={
+        'field': 'spatial.object_position', 'target': [1.3, 0.7, 0.42], 'max_distance': 1.0})
     assert [m.content.split()[0] for m in result.memories] == ['mug', 'bowl', 'cup']
 
 
@@ -214,3 +213,10 @@ def test_chinese_query_is_segmented_like_the_index(engine):
     engine.learn('仓库门在晚上六点关闭')
     hits = engine.recall('如何抓取杯子').memories
     assert [m.content for m in hits] == ['机械臂抓取杯子时需要降低速度']
+
+
+def test_filter_on_an_integer_beyond_64_bits_recalls_instead_of_failing(engine):
+    engine.learn('the cup weighs a lot', {'mass': 2**64})
+    engine.learn('the cup is light', {'mass': 1})
+    result = engine.recall('cup', context_filter={'mass': 2**64})
+    assert [m.content for m in result.memories] == ['the cup weighs a lot']

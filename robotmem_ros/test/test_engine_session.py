@@ -150,8 +150,8 @@ def test_perception_batch_is_one_transaction_and_skips_invalid(tmp_path):
     engine = make_engine(tmp_path)
     statements = []
     engine.db._writer.set_trace_callback(statements.append)
-    batch = [PerceptionInput(f'obj {i}', 'vision', data='{"x": %d}' % i) for i in range(50)]
-    batch[7] = PerceptionInput('bad data', 'vision', data='[1]')
+    batch = [PerceptionInput(f'obj {i}', 'vision', data={'x': i}) for i in range(50)]
+    batch[7] = PerceptionInput('bad data', 'vision', data=[1])
     ids = engine.save_perceptions(batch)
     engine.db._writer.set_trace_callback(None)
     assert ids[7] == 0 and all(ids[:7]) and all(ids[8:])
@@ -165,7 +165,7 @@ def test_single_perception_rejects_bad_input(tmp_path):
     with pytest.raises(ValidationError, match='description'):
         engine.save_perception(PerceptionInput('', 'vision'))
     with pytest.raises(ValidationError, match='metadata'):
-        engine.save_perception(PerceptionInput('ok', 'vision', metadata='{"a":'))
+        engine.save_perception(PerceptionInput('ok', 'vision', metadata=['a']))
     assert count(engine) == 0
     engine.close()
 

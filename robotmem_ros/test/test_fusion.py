@@ -2,7 +2,7 @@
 
 import math
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 import pytest
 from robotmem_ros.engine.fusion import maxscore_normalize, rrf_fuse, score_fuse, source_weight
 from robotmem_ros.errors import ValidationError
@@ -125,10 +125,14 @@ K = st.integers(0, 100)
 
 @settings(max_examples=200, deadline=None)
 @given(ranked=RANKED, k=K)
+@example(ranked=[[1], [1], [1]], k=4)  # failed once without the tolerance
 def test_rrf_scores_are_positive_and_cover_every_ranked_id(ranked, k):
     scores = rrf_fuse(ranked, k)
     assert set(scores) == {memory_id for lst in ranked for memory_id in lst}
-    assert all(0 < score <= len(ranked) / (k + 1) for score in scores.values())
+    # a sum of n equal terms may round one ulp above n / (k + 1): 3 * (1 / 5) > 3 / 5
+    bound = len(ranked) / (k + 1)
+    assert all(0 < score and (score <= bound or math.isclose(score, bound))
+               for score in scores.values())
 
 
 @settings(max_examples=200, deadline=None)

@@ -21,6 +21,7 @@ from reliability_helpers import checker, fingerprint
 from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
                                Update)
 from robotmem_ros.errors import RobotMemError, StorageError
+from robotmem_ros.node.conversions import json_field
 from robotmem_ros.types import PerceptionInput
 
 ENGINE_EXAMPLES = 150
@@ -67,7 +68,7 @@ JSON_VALUES = st.recursive(
 
 
 def json_strategy(surrogates: bool) -> st.SearchStrategy[Any]:
-    """JSON fields: valid objects, wrong top-level types, deep nesting, NaN, broken text."""
+    """JSON fields of a request (text): valid objects, wrong top-level types, deep, NaN, broken."""
     return st.one_of(
         st.just(''),
         st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=5).map(json.dumps),
@@ -79,24 +80,44 @@ def json_strategy(surrogates: bool) -> st.SearchStrategy[Any]:
         text_strategy(surrogates))
 
 
-FILTERS = st.one_of(
-    json_strategy(False),
-    st.builds(lambda path, op, val: json.dumps({path: {op: val}}),
+def object_strategy(surrogates: bool) -> st.SearchStrategy[Any]:
+    """
+    JSON arguments of the engine (Python values): the same cases as ``json_strategy``, parsed.
+
+    Text is among them: JSON text is parsed at the ROS boundary, so the engine must refuse it.
+    """
+    return st.one_of(
+        st.none(),
+        st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=5),
+        JSON_VALUES,  # wrong top-level type most of the time
+        st.builds(lambda d, k: {'a': deep(d, k)}, st.integers(1, 80),
+                  st.sampled_from(['list', 'dict'])),
+        st.sampled_from([{'x': math.nan}, {'x': math.inf}, {'x': -math.inf},
+                         {'big': 'b' * 300_000}]),
+        text_strategy(surrogates))
+
+
+FILTER_OBJECTS = st.one_of(
+    st.builds(lambda path, op, val: {path: {op: val}},
               st.sampled_from(['task.success', 'spatial.object_position.0', 'a..b', '', '$or',
                                'params.force']),
               st.sampled_from(['$eq', '$ne', '$gt', '$gte', '$lt', '$lte', '$in', '$nin',
                                '$exists', '$regex', '$where', 'gt']),
               JSON_VALUES),
-    st.builds(lambda v: json.dumps({'created_at': v}), JSON_VALUES),
-    st.builds(lambda v: json.dumps({'include_superseded': v, 'as_of': v}), JSON_VALUES))
-SPATIAL = st.one_of(
-    json_strategy(False),
-    st.builds(lambda f, t, d: json.dumps({'field': f, 'target': t, 'max_distance': d}),
+    st.builds(lambda v: {'created_at': v}, JSON_VALUES),
+    st.builds(lambda v: {'include_superseded': v, 'as_of': v}, JSON_VALUES))
+SPATIAL_OBJECTS = st.one_of(
+    st.builds(lambda f, t, d: {'field': f, 'target': t, 'max_distance': d},
               st.sampled_from(['spatial.object_position', 'x', '', 5]),
               st.one_of(st.lists(JSON_VALUES, max_size=5), JSON_VALUES),
               JSON_VALUES),
-    st.sampled_from(['{"field": "p", "target": [NaN, 0, 0]}',
-                     '{"field": "p", "target": [Infinity]}']))
+    st.sampled_from([{'field': 'p', 'target': [math.nan, 0, 0]},
+                     {'field': 'p', 'target': [math.inf]}]))
+# the node gets text (NaN serializes to the non-JSON NaN it must refuse), the engine objects
+FILTERS = json_strategy(False) | FILTER_OBJECTS.map(json.dumps)
+SPATIAL = json_strategy(False) | SPATIAL_OBJECTS.map(json.dumps)
+ENGINE_FILTERS = object_strategy(True) | FILTER_OBJECTS
+ENGINE_SPATIAL = object_strategy(True) | SPATIAL_OBJECTS
 NUMBERS = st.one_of(st.floats(), st.integers(-2**40, 2**40), st.sampled_from(
     [math.nan, math.inf, -math.inf, 0, -1, 1, 100, 101, 2**31 - 1]))
 WRONG_TYPES = st.sampled_from([None, 5, 1.5, [], {}, b'bytes', True])
@@ -110,8 +131,8 @@ def engine(tmp_path_factory):
     eng = make_engine(tmp_path_factory.mktemp('fuzz'))
     for sentence in ('the red cup is on the shelf', 'gripper force 12.5N worked on the cup',
                      'the lidar is mounted on the drawer'):
-        eng.learn(sentence, json.dumps({'task': {'success': True},
-                                        'spatial': {'object_position': [0.1, 0.2, 0.3]}}))
+        eng.learn(sentence, {'task': {'success': True},
+                             'spatial': {'object_position': [0.1, 0.2, 0.3]}})
     yield eng
     eng.close()
 
@@ -137,7 +158,7 @@ def stored_content(eng, memory_id: int) -> str:
 
 
 @ENGINE_SETTINGS
-@given(insight=text_strategy(True) | WRONG_TYPES, context=json_strategy(True) | WRONG_TYPES,
+@given(insight=text_strategy(True) | WRONG_TYPES, context=object_strategy(True) | WRONG_TYPES,
        collection=st.sampled_from(['', 'fuzz', 'x' * 129, ' ', 'a\ud800']) | WRONG_TYPES,
        session_id=st.sampled_from(['', 'sess-1', 's' * 257]) | text_strategy(True))
 def test_engine_learn(engine, insight, context, collection, session_id):
@@ -151,8 +172,8 @@ def test_engine_learn(engine, insight, context, collection, session_id):
 
 @ENGINE_SETTINGS
 @given(query=text_strategy(True) | WRONG_TYPES, n=NUMBERS | WRONG_TYPES,
-       min_confidence=NUMBERS | WRONG_TYPES, context_filter=FILTERS | WRONG_TYPES,
-       spatial_sort=SPATIAL | WRONG_TYPES,
+       min_confidence=NUMBERS | WRONG_TYPES, context_filter=ENGINE_FILTERS | WRONG_TYPES,
+       spatial_sort=ENGINE_SPATIAL | WRONG_TYPES,
        session_id=st.sampled_from(['', 'sess-1']) | text_strategy(True))
 def test_engine_recall(engine, query, n, min_confidence, context_filter, spatial_sort,
                        session_id):
@@ -169,7 +190,7 @@ def test_engine_recall(engine, query, n, min_confidence, context_filter, spatial
 @ENGINE_SETTINGS
 @given(description=text_strategy(True) | WRONG_TYPES,
        perception_type=st.sampled_from(['', 'visual', 'p' * 129]) | text_strategy(True),
-       data=json_strategy(True) | WRONG_TYPES, metadata=json_strategy(True),
+       data=object_strategy(True) | WRONG_TYPES, metadata=object_strategy(True),
        created_at=st.none() | NUMBERS, batch=st.booleans())
 def test_engine_save_perception(engine, description, perception_type, data, metadata,
                                 created_at, batch):
@@ -192,7 +213,7 @@ def test_engine_save_perception(engine, description, perception_type, data, meta
 
 @ENGINE_SETTINGS
 @given(memory_id=st.integers(-5, 10**12) | WRONG_TYPES, new_content=text_strategy(True),
-       context=json_strategy(True), reason=text_strategy(True) | WRONG_TYPES,
+       context=object_strategy(True), reason=text_strategy(True) | WRONG_TYPES,
        action=st.sampled_from(['update', 'forget']))
 def test_engine_update_and_forget(engine, memory_id, new_content, context, reason, action):
     """Update/forget of any id: done as asked, or NotFound/Validation with nothing changed."""
@@ -205,7 +226,7 @@ def test_engine_update_and_forget(engine, memory_id, new_content, context, reaso
 
 
 @ENGINE_SETTINGS
-@given(context=json_strategy(True) | WRONG_TYPES,
+@given(context=object_strategy(True) | WRONG_TYPES,
        collection=st.sampled_from(['', 'fuzz', 'c' * 129]) | WRONG_TYPES,
        session_id=text_strategy(True) | WRONG_TYPES, score=st.none() | NUMBERS | WRONG_TYPES)
 def test_engine_sessions(engine, context, collection, session_id, score):
@@ -214,6 +235,20 @@ def test_engine_sessions(engine, context, collection, session_id, score):
         assert len(info.session_id) == 32
     run_checked(engine, lambda: engine.start_session(context, collection), started)
     run_checked(engine, lambda: engine.end_session(session_id, score), lambda r: None)
+
+
+@ENGINE_SETTINGS
+@given(text=json_strategy(True), field=st.sampled_from(['context', 'data', 'context_filter']))
+def test_json_text_parsed_at_the_boundary(engine, text, field):
+    """JSON text through the node's parser into the engine: stored/used, or refused cleanly."""
+    def call():
+        value = json_field(text, field, engine.config)
+        if field == 'context':
+            return engine.learn('the cup from the fuzzed context', value)
+        if field == 'data':
+            return engine.save_perception(PerceptionInput('a fuzzed camera frame', data=value))
+        return engine.recall('cup', context_filter=value)
+    run_checked(engine, call, lambda result: None)
 
 
 # --- node -----------------------------------------------------------------------------------

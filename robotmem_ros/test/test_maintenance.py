@@ -332,7 +332,7 @@ def build_store(path: pathlib.Path) -> MemoryEngine:
                  context={'task': {'success': False}}, session_id=session)
     engine.learn('the gripper must close at 12.5N for cups', collection='arm')  # reinforce
     engine.save_perceptions([PerceptionInput(f'wrist camera frame {i}', 'vision',
-                                             data=json.dumps({'i': i}), session_id=session,
+                                             data={'i': i}, session_id=session,
                                              collection='arm', created_at=1e9 + i)
                              for i in range(4)])
     engine.recall('gripper cups', collection='arm')  # access counts

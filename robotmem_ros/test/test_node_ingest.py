@@ -88,6 +88,16 @@ def test_rejected_items_count_as_failed():
     assert (c.written, c.failed, c.batches) == (2, 1, 1)
 
 
+def test_unreadable_message_counts_as_received_and_failed():
+    writer = RecordingWriter()
+    ingest = PerceptionIngest(writer, batch_size=10, flush_interval=60.0, max_buffer=100)
+    ingest.offer(PerceptionInput(description='ok'), 'cam', 1)
+    ingest.reject('data: invalid JSON', 'cam', 3)
+    assert ingest.flush() == 1
+    c = ingest.counters()
+    assert (c.received, c.written, c.failed, c.seq_gaps) == (2, 1, 1, 1)
+
+
 def test_writer_thread_writes_full_batches_and_stop_writes_rest():
     writer = RecordingWriter()
     flushed = threading.Semaphore(0)

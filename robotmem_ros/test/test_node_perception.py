@@ -112,9 +112,11 @@ def test_invalid_perception_counts_as_failed_not_fatal(ros, start_node):
     pub = ros.node.create_publisher(PerceptionData, f'{node.namespace}/perception', 10)
     assert wait_until(lambda: pub.get_subscription_count() > 0)
     pub.publish(PerceptionData(description='', session_id='x'))
+    pub.publish(PerceptionData(description='unreadable data', data='{"a":', session_id='x'))
     pub.publish(PerceptionData(description='valid one', data='{"a": 1}', session_id='x'))
-    status = node.status(lambda s: s.perception_failed + s.perception_written == 2)
-    assert (status.perception_failed, status.perception_written) == (1, 1)
+    status = node.status(lambda s: s.perception_failed + s.perception_written == 3)
+    assert (status.perception_failed, status.perception_written) == (2, 1)
+    assert [row[0] for row in perception_rows(node.db_path)] == ['valid one']
 
 
 def test_paced_stream_at_500_per_second_is_stored_completely(ros, start_node):

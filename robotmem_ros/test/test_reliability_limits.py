@@ -35,10 +35,10 @@ def nested(depth: int) -> dict:
     return value
 
 
-def json_of_bytes(size: int) -> str:
-    """Return a compact JSON object of exactly ``size`` UTF-8 bytes."""
+def object_of_bytes(size: int) -> dict:
+    """Return an object whose compact JSON is exactly ``size`` UTF-8 bytes."""
     text = json.dumps({'p': ''}, separators=(',', ':'))
-    return json.dumps({'p': 'x' * (size - len(text))}, separators=(',', ':'))
+    return {'p': 'x' * (size - len(text))}
 
 
 def word_text(chars: int) -> str:
@@ -55,16 +55,16 @@ CASES = [
     ('max_description_chars', 'description',
      lambda e, n: e.save_perception(PerceptionInput(description=word_text(n)))),
     ('max_json_bytes', 'context', lambda e, n: e.learn('a fact with context',
-                                                       json_of_bytes(n))),
+                                                       object_of_bytes(n))),
     ('max_json_bytes', 'data', lambda e, n: e.save_perception(
-        PerceptionInput(description='camera frame', data=json_of_bytes(n)))),
+        PerceptionInput(description='camera frame', data=object_of_bytes(n)))),
     ('max_json_bytes', 'context_filter', lambda e, n: e.recall('fact',
-                                                               context_filter=json_of_bytes(n))),
-    ('max_json_depth', 'context', lambda e, n: e.learn('a deep fact', json.dumps(nested(n)))),
+                                                               context_filter=object_of_bytes(n))),
+    ('max_json_depth', 'context', lambda e, n: e.learn('a deep fact', nested(n))),
     ('max_json_depth', 'metadata', lambda e, n: e.save_perception(
-        PerceptionInput(description='lidar scan', metadata=json.dumps(nested(n))))),
+        PerceptionInput(description='lidar scan', metadata=nested(n)))),
     ('max_json_depth', 'context_filter',
-     lambda e, n: e.recall('fact', context_filter=json.dumps({'a': nested(n - 1)}))),
+     lambda e, n: e.recall('fact', context_filter={'a': nested(n - 1)})),
 ]
 
 

@@ -18,7 +18,7 @@ def _unit(rng: np.random.Generator, rows: int, dim: int = 384) -> np.ndarray:
 
 
 def _bulk(engine, vectors: np.ndarray, collection: str, session: str = '',
-          data: str = '') -> list[int]:
+          data: dict | None = None) -> list[int]:
     """Store one perception per vector through the batch path, then attach the vectors."""
     ids = engine.save_perceptions([
         PerceptionInput(description=f'reading {i}', collection=collection, session_id=session,
@@ -98,9 +98,9 @@ def test_filtered_search_returns_k_when_k_exist(tmp_path):
 def test_context_equalities_are_tested_before_ranking(tmp_path):
     rng = np.random.default_rng(3)
     engine = make_engine(tmp_path)
-    _bulk(engine, _unit(rng, 3000), 'default', data='{"robot": "b", "ok": true}')
-    mine = _bulk(engine, _unit(rng, 12), 'default', data='{"robot": "a", "ok": true}')
-    one = _bulk(engine, _unit(rng, 1), 'default', data='{"robot": "a", "ok": 1}')
+    _bulk(engine, _unit(rng, 3000), 'default', data={'robot': 'b', 'ok': True})
+    mine = _bulk(engine, _unit(rng, 12), 'default', data={'robot': 'a', 'ok': True})
+    one = _bulk(engine, _unit(rng, 1), 'default', data={'robot': 'a', 'ok': 1})
     hits = store.vec_search(engine.db.reader(), _unit(rng, 1)[0], 'default', 10,
                             context=[('$.data.robot', 'a')])
     assert len(hits) == 10 and {i for i, _ in hits} <= set(mine + one)

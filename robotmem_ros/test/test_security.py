@@ -55,9 +55,14 @@ def schema_of(engine) -> list[tuple]:
         'SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name')]
 
 
+def object_carrying(value: str) -> dict:
+    """Return an object that carries ``value`` as key and value, nested."""
+    return {value: value, 'nested': {value: [value, {value: value}]}}
+
+
 def json_carriers(value: str) -> list[str]:
-    """JSON objects that carry ``value`` as key and value, nested; plus ``value`` raw."""
-    return [json.dumps({value: value, 'nested': {value: [value, {value: value}]}}), value]
+    """JSON text of the object carrying ``value``, plus ``value`` raw (request fields)."""
+    return [json.dumps(object_carrying(value)), value]
 
 
 def engine_calls(engine, value: str):
@@ -67,7 +72,7 @@ def engine_calls(engine, value: str):
     yield 'learn.insight', lambda: engine.learn(value)
     yield 'learn.collection', lambda: engine.learn('the wrench is on the wall', collection=value)
     yield 'learn.session_id', lambda: engine.learn('the mop is in the closet', session_id=value)
-    for carrier in json_carriers(value):
+    for carrier in (object_carrying(value), value):  # the engine takes objects, refuses text
         yield 'learn.context', lambda c=carrier: engine.learn('the lamp is on the desk', c)
         yield 'start_session.context', lambda c=carrier: engine.start_session(c)
         yield 'update.context', lambda c=carrier: engine.update(fact.memory_id, FACT, c)
@@ -77,7 +82,7 @@ def engine_calls(engine, value: str):
             yield f'perception.{field}', lambda c=carrier, f=field: engine.save_perception(
                 PerceptionInput(description='camera sees a cup', **{f: c}))
     yield 'recall.spatial_sort', lambda: engine.recall(
-        'gripper', spatial_sort=json.dumps({'field': value, 'target': [0, 0, 0]}))
+        'gripper', spatial_sort={'field': value, 'target': [0, 0, 0]})
     yield 'recall.query', lambda: engine.recall(value)
     yield 'recall.session_id', lambda: engine.recall('gripper', session_id=value)
     yield 'recall.collection', lambda: engine.recall('gripper', collection=value)

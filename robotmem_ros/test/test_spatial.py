@@ -5,11 +5,20 @@ import math
 
 from hypothesis import given, settings, strategies as st
 import pytest
-from robotmem_ros.engine.spatial import parse_spatial_sort, SpatialSort
+from robotmem_ros.engine.spatial import parse_spatial_sort as engine_parse_spatial_sort
+from robotmem_ros.engine.spatial import SpatialSort
 from robotmem_ros.errors import ValidationError
+from robotmem_ros.node.conversions import parse_json_object
 
 FIELD = 'spatial.object_position'
 CUP = [1.3, 0.7, 0.42]
+
+
+def parse_spatial_sort(spec, *, max_bytes):
+    """Take the node's path: JSON text is parsed by node.conversions, the engine checks dicts."""
+    if isinstance(spec, str):
+        spec = parse_json_object(spec, what='spatial_sort', max_bytes=max_bytes, max_depth=16)
+    return engine_parse_spatial_sort(spec, max_bytes=max_bytes)
 
 
 def sort(spec):

@@ -152,7 +152,8 @@ def _sync_action(engine: Any, args: argparse.Namespace, config: MemoryConfig,
         elif args.fleet == 'pull':
             result['pulled'] = sync.pull_all()
         else:
-            result['watermark'] = '%d:%d' % local_store.watermark(engine.db.reader())
+            with engine.db.read() as conn:
+                result['watermark'] = '%d:%d' % local_store.watermark(conn)
             try:
                 result['hub'] = sync.hub_rows_per_robot()
             except StorageError as exc:

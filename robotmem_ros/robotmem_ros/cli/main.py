@@ -213,20 +213,28 @@ def _stats(engine: Any, args: argparse.Namespace) -> None:
     _emit(args, engine.stats(), tables.show_stats)
 
 
+def _json_arg(engine: Any, text: str, what: str) -> dict | None:
+    """Parse a JSON option the way the node parses a request field (same limits, errors)."""
+    from robotmem_ros.node.conversions import json_field
+    return json_field(text, what, engine.config)
+
+
 @_with_engine
 def _recall(engine: Any, args: argparse.Namespace) -> None:
     from robotmem_ros.cli import tables
     result = engine.recall(args.query, n=args.n, min_confidence=args.min_confidence,
-                           session_id=args.session, context_filter=args.filter,
-                           spatial_sort=args.spatial, collection=args.collection)
+                           session_id=args.session,
+                           context_filter=_json_arg(engine, args.filter, 'context_filter'),
+                           spatial_sort=_json_arg(engine, args.spatial, 'spatial_sort'),
+                           collection=args.collection)
     _emit(args, result, tables.show_recall)
 
 
 @_with_engine
 def _learn(engine: Any, args: argparse.Namespace) -> None:
     from robotmem_ros.cli import tables
-    result = engine.learn(args.text, context=args.context, collection=args.collection,
-                          session_id=args.session)
+    result = engine.learn(args.text, context=_json_arg(engine, args.context, 'context'),
+                          collection=args.collection, session_id=args.session)
     _emit(args, result, tables.show_learn)
 
 

@@ -23,7 +23,7 @@ bound optional) and ``as_of`` (epoch: "what did we believe then" — memories va
 superseded ones included) and ``origin`` ("own", "fleet" or a robot id: whose memories, see
 docs/fleet.md).
 
-The JSON loading, path parsing and path resolution helpers here are shared with ``spatial``.
+The JSON checks, path parsing and path resolution helpers here are shared with ``spatial``.
 """
 
 from __future__ import annotations
@@ -50,13 +50,10 @@ INCLUDE_SUPERSEDED = 'include_superseded'
 CREATED_AT = 'created_at'
 AS_OF = 'as_of'
 ORIGIN = 'origin'
+_SQL_INT_MIN, _SQL_INT_MAX = -2**63, 2**63 - 1  # what SQLite can bind
 
 
 # --- JSON input ----------------------------------------------------------------------------
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f'{name} is not a valid JSON number')
-
 
 def _check_json(value: Any, where: list[Any], max_depth: int) -> None:
     """Reject what JSON cannot carry, so later stages may assume plain finite JSON values."""
@@ -81,27 +78,17 @@ def _where(where: list[Any]) -> str:
     return where[0] + ''.join(f'[{part!r}]' for part in where[1:])
 
 
-def load_json_object(value: str | Mapping[str, Any] | None, *, what: str, max_bytes: int,
-                     max_depth: int) -> dict[str, Any]:
+def check_json_object(value: Mapping[str, Any] | None, *, what: str, max_bytes: int,
+                      max_depth: int) -> dict[str, Any]:
     """
-    Return the JSON object in ``value`` (text or dict); empty text or ``None`` gives ``{}``.
+    Return ``value`` as a plain dict of JSON values; ``None`` gives ``{}``.
 
-    Size is measured in UTF-8 bytes of the text (or of the compact JSON of a dict) so the limit
-    means the same whether the request came as a ROS string or as a Python dict.
+    The engine takes dicts, not JSON text: text is parsed where it arrives (the node's
+    conversions, the CLI). Size is measured in UTF-8 bytes of the compact JSON, so the limit
+    means the same as for the text a ROS request carried.
     """
     if value is None:
         return {}
-    if isinstance(value, str):
-        if len(value.encode('utf-8', 'surrogatepass')) > max_bytes:
-            raise ValidationError(f'{what}: larger than {max_bytes} bytes')
-        if not value.strip():
-            return {}
-        try:
-            value = json.loads(value, parse_constant=_reject_constant)
-        except RecursionError:
-            raise ValidationError(f'{what}: nested deeper than {max_depth} levels') from None
-        except ValueError as exc:
-            raise ValidationError(f'{what}: invalid JSON ({exc})') from None
     if not isinstance(value, Mapping):
         raise ValidationError(f'{what}: must be a JSON object, got {type(value).__name__}')
     value = dict(value)
@@ -267,10 +254,12 @@ class ContextFilter:
         A superset test: SQL's ``json_extract(...) = value`` holds for every context this
         filter matches (it also lets ``1`` equal ``true``), so :meth:`matches` still decides.
         Only plain-identifier paths qualify (a numeric segment indexes a list in Python but
-        names a key in a JSON path).
+        names a key in a JSON path), and only values SQLite can bind (an integer beyond 64 bits
+        cannot be; Python still tests it).
         """
         return [('$.' + '.'.join(c.path), c.operand) for c in self.conditions
                 if c.op == '$eq' and isinstance(c.operand, (str, int, float))
+                and (not isinstance(c.operand, int) or _SQL_INT_MIN <= c.operand <= _SQL_INT_MAX)
                 and all(segment.isidentifier() for segment in c.path)]
 
     def matches(self, context: Any) -> bool:
@@ -334,16 +323,16 @@ def _options(raw: dict[str, Any]) -> FilterOptions:
                          None if as_of is None else float(as_of), origin)
 
 
-def parse_filter(text_or_dict: str | Mapping[str, Any] | None, *, max_bytes: int,
+def parse_filter(value: Mapping[str, Any] | None, *, max_bytes: int,
                  max_depth: int) -> tuple[ContextFilter, FilterOptions]:
     """
-    Parse and validate a context filter; empty input gives a filter that matches everything.
+    Validate a context filter; ``None`` or ``{}`` gives a filter that matches everything.
 
     Returns the conditions and, separately, the recall options found in the reserved keys, so
     the engine can push those into SQL instead of testing them per memory.
     """
-    raw = load_json_object(text_or_dict, what='context_filter', max_bytes=max_bytes,
-                           max_depth=max_depth)
+    raw = check_json_object(value, what='context_filter', max_bytes=max_bytes,
+                            max_depth=max_depth)
     options = _options(raw)
     conditions = [c for key, value in raw.items() for c in _conditions(key, value)]
     return ContextFilter(tuple(conditions)), options

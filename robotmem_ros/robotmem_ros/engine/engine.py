@@ -109,7 +109,7 @@ class MemoryEngine:
 
     # --- learn -----------------------------------------------------------------------------
 
-    def learn(self, insight: str, context: str | dict = '', collection: str = '',
+    def learn(self, insight: str, context: dict | None = None, collection: str = '',
               session_id: str = '') -> LearnResult:
         """
         Store a fact, unless it is already known (then reinforce that memory).
@@ -223,8 +223,8 @@ class MemoryEngine:
     # --- recall ----------------------------------------------------------------------------
 
     def recall(self, query: str, n: int | None = None, min_confidence: float | None = None,
-               session_id: str = '', context_filter: str | dict = '',
-               spatial_sort: str | dict = '', collection: str = '', *,
+               session_id: str = '', context_filter: dict | None = None,
+               spatial_sort: dict | None = None, collection: str = '', *,
                channels: Sequence[str] = RECALL_CHANNELS) -> RecallResult:
         """
         Rank memories for ``query`` (docs/performance.md); ``*`` lists an episode in order.
@@ -247,7 +247,7 @@ class MemoryEngine:
 
     # --- sessions --------------------------------------------------------------------------
 
-    def start_session(self, context: str | dict = '', collection: str = '') -> SessionInfo:
+    def start_session(self, context: dict | None = None, collection: str = '') -> SessionInfo:
         """Open an episode and return its id."""
         ctx = self._json('context', context)
         collection = self._writable_collection(collection)
@@ -321,7 +321,7 @@ class MemoryEngine:
             store.add_history(conn, memory_id, 'forget', created_at=now,
                               old_content=row['content'], reason=reason)
 
-    def update(self, memory_id: int, new_content: str, context: str | dict = ''
+    def update(self, memory_id: int, new_content: str, context: dict | None = None
                ) -> UpdateResult:
         """Rewrite a memory: re-hash, re-index FTS and vector, keep the old text in history."""
         memory_id = check_id('memory_id', memory_id)

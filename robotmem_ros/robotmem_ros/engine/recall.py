@@ -8,6 +8,7 @@ inside the vector index, so a superseded memory never takes a KNN slot.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from robotmem_ros.engine.validation import RECALL_CHANNELS as BOTH
 from robotmem_ros.types import MemoryRecord, RecallResult
 
 LIST_CHUNK = 500
+RELATED_QUERY_FACTS = 5  # the session facts whose text makes the related-memories query
 
 
 class Recaller:
@@ -52,13 +54,10 @@ class Recaller:
 
     def related(self, session_id: str, collection: str, limit: int) -> list[MemoryRecord]:
         """Memories from other sessions that relate to this session's facts (proactive recall)."""
-        rows = self.ctx.db.reader().execute(
-            "SELECT content FROM memories WHERE session_id = ? AND status = 'active' "
-            "AND type = 'fact' ORDER BY confidence DESC, created_at DESC LIMIT 5",
-            (session_id,)).fetchall()
-        if not rows:
+        facts = store.session_facts(self.ctx.db.reader(), session_id, RELATED_QUERY_FACTS)
+        if not facts:
             return []
-        query = ' '.join(row[0] for row in rows)[:self.ctx.config.max_insight_chars]
+        query = ' '.join(facts)[:self.ctx.config.max_insight_chars]
         records, _ = self._ranked(query, collection, limit, self.ctx.config
                                   .default_min_confidence, '', ContextFilter(),
                                   FilterOptions(), None, self.ctx.clock(), BOTH,
@@ -127,28 +126,16 @@ class Recaller:
         """
         cfg = self.ctx.config
         conn = self.ctx.db.reader()
-        where = ['m.collection = :c', 'm.confidence >= :minc',
-                 '(m.created_at > :lc OR (m.created_at = :lc AND m.id > :lid))']
-        where.append("m.status != 'forgotten'" if options.include_superseded
-                     else store.ACTIVE_SQL)
-        if session_id:
-            where.append('m.session_id = :s')
-        if options.created_from is not None:
-            where.append('m.created_at >= :t0')
-        if options.created_to is not None:
-            where.append('m.created_at <= :t1')
-        params = {'c': collection, 'minc': min_conf, 'now': now, 's': session_id,
-                  't0': options.created_from, 't1': options.created_to, 'lim': LIST_CHUNK,
-                  'lc': float('-inf'), 'lid': 0}
-        for number, (path, value) in enumerate(cfilter.sql_equalities()):
-            where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
-            params.update({f'p{number}': path, f'v{number}': value})
-        sql = (f'SELECT m.id, m.created_at FROM memories m WHERE {" AND ".join(where)} '
-               f'ORDER BY m.created_at, m.id LIMIT :lim')
+        page = functools.partial(
+            store.timeline_page, conn, collection, limit=LIST_CHUNK, now=now,
+            min_confidence=min_conf, session_id=session_id,
+            include_superseded=options.include_superseded, created_from=options.created_from,
+            created_to=options.created_to, context=cfilter.sql_equalities())
         wanted = cfg.max_fetch if spatial is not None else n
         kept: list[MemoryRecord] = []
+        cursor = (float('-inf'), 0)
         while len(kept) < wanted:
-            rows = conn.execute(sql, params).fetchall()
+            rows = page(after=cursor)
             if not rows:
                 break
             ids = [row[0] for row in rows]
@@ -156,7 +143,7 @@ class Recaller:
             kept.extend(r for r in (records[i] for i in ids)
                         if _passes(r, min_conf, cfilter, options, now)
                         and origin_in_scope(r.origin, cfg.recall_scope))
-            params['lc'], params['lid'] = rows[-1][1], rows[-1][0]
+            cursor = (rows[-1][1], rows[-1][0])
             if len(rows) < LIST_CHUNK:
                 break
         if spatial is not None:

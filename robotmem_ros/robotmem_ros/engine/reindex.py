@@ -40,13 +40,11 @@ def _run(ctx: EngineContext, embedder: Any, batch_size: int,
     resumed, recreated = _start(ctx, embedder)
     ctx.db.vectors.reset()  # re-embedded rows get new seqs; drop the old entries at once
     conn = ctx.db.reader()
-    pending = "FROM memories WHERE embedded = 0 AND status = 'active'"
-    total = conn.execute(f'SELECT COUNT(*) {pending}').fetchone()[0]
+    total = store.count_unembedded(conn, active_only=True)
     done = embedded = 0
     last_id = 0
     while True:
-        rows = conn.execute(f'SELECT id, content {pending} AND id > ? ORDER BY id LIMIT ?',
-                            (last_id, batch_size)).fetchall()
+        rows = store.unembedded(conn, batch_size, after=last_id)
         if not rows:
             break
         readable = [(mid, text) for mid, text in rows if ctx.embedding.readable(text)]
@@ -61,7 +59,7 @@ def _run(ctx: EngineContext, embedder: Any, batch_size: int,
         if progress is not None:
             progress(done, total)
     with ctx.db.write() as wconn:
-        wconn.execute('DELETE FROM meta WHERE key = ?', (IN_PROGRESS,))
+        store.delete_meta(wconn, IN_PROGRESS)
     ctx.embedding.reindex_needed = False
     return {'model_id': embedder.model_id, 'dim': embedder.dim, 'processed': done,
             'embedded': embedded, 'unreadable': done - embedded, 'resumed': resumed,
@@ -76,12 +74,9 @@ def _start(ctx: EngineContext, embedder: Any) -> tuple[bool, bool]:
             return True, False
         same = (store.get_meta(conn, 'embed_model_id') == embedder.model_id
                 and store.get_meta(conn, 'embed_dim') == str(embedder.dim))
-        if not same:
-            conn.execute('DELETE FROM memory_vectors')
-            conn.execute('DELETE FROM memory_embeddings')
         store.set_meta(conn, 'embed_model_id', embedder.model_id)
         store.set_meta(conn, 'embed_dim', str(embedder.dim))
         store.set_meta(conn, 'embed_sha256', embedder.sha256)
         store.set_meta(conn, IN_PROGRESS, embedder.model_id)
-        conn.execute("UPDATE memories SET embedded = 0 WHERE status = 'active'")
+        store.unembed_all(conn, drop_vectors=not same)
         return False, not same

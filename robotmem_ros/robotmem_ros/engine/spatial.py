@@ -13,7 +13,7 @@ import math
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from robotmem_ros.engine.context_filter import (
-    is_number, load_json_object, parse_path, resolve_path)
+    check_json_object, is_number, parse_path, resolve_path)
 from robotmem_ros.errors import ValidationError
 
 MAX_DIMENSIONS = 16
@@ -69,10 +69,10 @@ def _finite(value: Any, where: str) -> float:
     return number
 
 
-def parse_spatial_sort(text_or_dict: str | Mapping[str, Any] | None, *,
+def parse_spatial_sort(value: Mapping[str, Any] | None, *,
                        max_bytes: int) -> SpatialSort | None:
-    """Parse and validate a spatial sort; empty text, ``None`` or ``{}`` means no sort."""
-    raw = load_json_object(text_or_dict, what=_WHAT, max_bytes=max_bytes, max_depth=_MAX_DEPTH)
+    """Validate a spatial sort; ``None`` or ``{}`` means no sort."""
+    raw = check_json_object(value, what=_WHAT, max_bytes=max_bytes, max_depth=_MAX_DEPTH)
     if not raw:
         return None
     unknown = sorted(set(raw) - _KEYS)

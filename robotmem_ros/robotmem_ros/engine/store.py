@@ -63,6 +63,11 @@ def get_meta(conn: Any, key: str) -> str | None:
     return row[0] if row else None
 
 
+def delete_meta(conn: Any, key: str) -> None:
+    """Remove a meta value (absent is fine)."""
+    conn.execute('DELETE FROM meta WHERE key = ?', (key,))
+
+
 def set_meta(conn: Any, key: str, value: str) -> None:
     """Insert or replace a meta value."""
     conn.execute('INSERT INTO meta(key, value) VALUES (?, ?) '
@@ -270,6 +275,51 @@ def adopt_legacy_vectors(conn: Any) -> int:
     return len(rows)
 
 
+def _context_equalities(context: Sequence[tuple[str, Any]], where: list[str],
+                        params: dict[str, Any]) -> None:
+    """Add ``json_extract(context) = value`` tests for (json path, value) pairs, named."""
+    for number, (path, value) in enumerate(context):
+        where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
+        params.update({f'p{number}': path, f'v{number}': value})
+
+
+def session_facts(conn: Any, session_id: str, limit: int) -> list[str]:
+    """Texts of a session's strongest active facts, most confident and newest first."""
+    return [row[0] for row in conn.execute(
+        "SELECT content FROM memories WHERE session_id = ? AND status = 'active' "
+        "AND type = 'fact' ORDER BY confidence DESC, created_at DESC LIMIT ?",
+        (session_id, limit))]
+
+
+def timeline_page(conn: Any, collection: str, *, after: tuple[float, int], limit: int,
+                  now: float, min_confidence: float = 0.0, session_id: str = '',
+                  include_superseded: bool = False, created_from: float | None = None,
+                  created_to: float | None = None,
+                  context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
+    """
+    One page of (id, created_at) in time order, after the ``(created_at, id)`` cursor.
+
+    ``include_superseded`` keeps superseded memories (never forgotten ones); ``context`` are
+    (json path, value) equalities every row must meet, as in fts_search.
+    """
+    where = ['m.collection = :c', 'm.confidence >= :minc',
+             '(m.created_at > :lc OR (m.created_at = :lc AND m.id > :lid))',
+             "m.status != 'forgotten'" if include_superseded else ACTIVE_SQL]
+    if session_id:
+        where.append('m.session_id = :s')
+    if created_from is not None:
+        where.append('m.created_at >= :t0')
+    if created_to is not None:
+        where.append('m.created_at <= :t1')
+    params = {'c': collection, 'minc': min_confidence, 'now': now, 's': session_id,
+              't0': created_from, 't1': created_to, 'lim': int(limit),
+              'lc': after[0], 'lid': after[1]}
+    _context_equalities(context, where, params)
+    return [(row[0], row[1]) for row in conn.execute(
+        f'SELECT m.id, m.created_at FROM memories m WHERE {" AND ".join(where)} '
+        f'ORDER BY m.created_at, m.id LIMIT :lim', params)]
+
+
 # --- full text -------------------------------------------------------------------------------
 
 def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float,
@@ -292,9 +342,7 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         where.append('m.type = :t')
     params = {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
               's': session_id, 't': type_, 'lim': int(limit)}
-    for number, (path, value) in enumerate(context):
-        where.append(f'json_extract(m.context_json, :p{number}) = :v{number}')
-        params.update({f'p{number}': path, f'v{number}': value})
+    _context_equalities(context, where, params)
     if not (session_id or context):
         # Most matches pass the filters left: FTS5 ranks them alone (no join per match) and
         # the filters run on the best FTS_DEPTH_FACTOR × limit ids only, in the same order.
@@ -337,11 +385,19 @@ def count_active(conn: Any, collection: str) -> int:
                         "AND status = 'active'", (collection,)).fetchone()[0]
 
 
-def unembedded(conn: Any, limit: int) -> list[tuple[int, str]]:
-    """Return (id, content) of active memories still waiting for a vector, oldest first."""
+def unembedded(conn: Any, limit: int, after: int = 0) -> list[tuple[int, str]]:
+    """Return (id, content) of active memories waiting for a vector, oldest first after id."""
     return [tuple(row) for row in conn.execute(
         "SELECT id, content FROM memories WHERE embedded = 0 AND status = 'active' "
-        'ORDER BY id LIMIT ?', (int(limit),))]
+        'AND id > ? ORDER BY id LIMIT ?', (int(after), int(limit)))]
+
+
+def unembed_all(conn: Any, *, drop_vectors: bool) -> None:
+    """Mark every active memory as waiting for a vector; drop the stored vectors if asked."""
+    if drop_vectors:
+        conn.execute('DELETE FROM memory_vectors')
+        conn.execute('DELETE FROM memory_embeddings')
+    conn.execute("UPDATE memories SET embedded = 0 WHERE status = 'active'")
 
 
 def count_unembedded(conn: Any, *, active_only: bool) -> int:

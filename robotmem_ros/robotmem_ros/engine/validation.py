@@ -13,7 +13,7 @@ from typing import Any
 import unicodedata
 
 from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine.context_filter import load_json_object
+from robotmem_ros.engine.context_filter import check_json_object
 from robotmem_ros.errors import ValidationError
 
 # builtin_interfaces/Time.sec is int32: no message can carry a later time (2038-01-19), so no
@@ -148,7 +148,7 @@ def check_encodable(name: str, text: str) -> None:
 
 
 def json_object(name: str, value: Any, *, max_bytes: int, max_depth: int) -> dict:
-    """Parse a JSON object field ('' → {}) with the size/depth limits, storable as UTF-8."""
-    obj = load_json_object(value, what=name, max_bytes=max_bytes, max_depth=max_depth)
+    """Check a JSON object field (None → {}) against the size/depth limits, storable as UTF-8."""
+    obj = check_json_object(value, what=name, max_bytes=max_bytes, max_depth=max_depth)
     check_encodable(name, json.dumps(obj, ensure_ascii=False))
     return obj

@@ -15,7 +15,7 @@ import os
 import select
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from robotmem_ros.engine import store
 from robotmem_ros.errors import RobotMemError
@@ -25,6 +25,7 @@ from robotmem_ros.fleet.status import FleetStatus
 
 LOG = logging.getLogger('robotmem.fleet')
 MAX_BACKOFF_S = 5.0
+T = TypeVar('T')
 
 
 class FleetSync:
@@ -81,9 +82,9 @@ class FleetSync:
 
     def status(self) -> FleetStatus:
         """Return the current fleet state (outbox length read from the store)."""
-        conn = self._engine.db.reader()
-        outbox = local_store.outbox_length(conn)
-        overflow = local_store.overflow(conn)
+        with self._engine.db.read() as conn:
+            outbox = local_store.outbox_length(conn)
+            overflow = local_store.overflow(conn)
         with self._lock:
             status = FleetStatus(**self._status.__dict__)
         status.outbox, status.overflow = outbox, overflow
@@ -91,6 +92,11 @@ class FleetSync:
         if self._in_step_at:
             status.lag_s = max(0.0, self._clock() - self._in_step_at)
         return status
+
+    def _read(self, query: Callable[..., T], *args: Any) -> T:
+        """Run a local_store read on this thread's connection, sqlite errors typed."""
+        with self._engine.db.read() as conn:
+            return query(conn, *args)
 
     # --- one round -----------------------------------------------------------------------
 
@@ -108,8 +114,8 @@ class FleetSync:
         model = self._model()
         sent = 0
         while True:
-            keys, rows = local_store.outbox_batch(self._engine.db.reader(), self._ident,
-                                                  self._settings.batch_size, model, self._dim)
+            keys, rows = self._read(local_store.outbox_batch, self._ident,
+                                    self._settings.batch_size, model, self._dim)
             if not keys:
                 break
             rows = self._shared(rows)
@@ -119,7 +125,7 @@ class FleetSync:
                 local_store.acknowledge(local, keys)
             sent += len(rows)
             self._note(pushed=len(rows), last_push=self._clock())
-        overflow = local_store.overflow(self._engine.db.reader())
+        overflow = self._read(local_store.overflow)
         if overflow:
             sent += self._catch_up(conn, model)
             with self._engine.db.write() as local:
@@ -130,13 +136,12 @@ class FleetSync:
         """After an overflow: compare every own fact with the hub and push what differs."""
         sent, after = 0, 0
         while True:
-            rows = local_store.own_rows_after(self._engine.db.reader(), after,
-                                              self._settings.batch_size)
+            rows = self._read(local_store.own_rows_after, after, self._settings.batch_size)
             if not rows:
                 return sent
             after = rows[-1]['memory_id']
-            mine = self._shared(local_store.hub_rows(self._engine.db.reader(), self._ident,
-                                                     rows, model, self._dim))
+            mine = self._shared(self._read(local_store.hub_rows, self._ident, rows, model,
+                                           self._dim))
             if not mine:
                 continue
             there = self._guard(hub.own_states, conn, [r.gid for r in mine])
@@ -153,7 +158,7 @@ class FleetSync:
         engine = self._engine
         total = 0
         while True:
-            after = local_store.watermark(engine.db.reader())
+            after = self._read(local_store.watermark)
             batch = self._guard(hub.pull, conn, self._settings.robot_id,
                                 self._settings.collections, after, self._settings.batch_size)
             if batch:
@@ -269,4 +274,5 @@ class FleetSync:
 
 def store_model(engine: Any) -> str:
     """Model of the vectors in the store ('' when it has none)."""
-    return store.get_meta(engine.db.reader(), 'embed_model_id') or ''
+    with engine.db.read() as conn:
+        return store.get_meta(conn, 'embed_model_id') or ''

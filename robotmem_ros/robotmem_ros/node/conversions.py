@@ -3,17 +3,55 @@ Engine results <-> ROS messages, in one place.
 
 The engine speaks plain Python (epoch floats, dicts); messages speak builtin_interfaces/Time
 and JSON strings. Keeping every translation here lets the service adapters stay one line each
-and keeps ROS types out of the engine.
+and keeps ROS types out of the engine. JSON text is parsed here (and by the CLI, through
+``parse_json_object``) and nowhere else; the engine checks the parsed dicts.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
 from robotmem_msgs.msg import Memory, PerceptionData
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import (EndSessionResult, LearnResult, MemoryRecord, PerceptionInput,
                                 RecallResult)
 from robotmem_ros.wire import from_time, to_json, to_time
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f'{name} is not a valid JSON number')
+
+
+def parse_json_object(text: str, *, what: str, max_bytes: int,
+                      max_depth: int) -> dict[str, Any] | None:
+    """
+    JSON object text -> dict; empty or blank text -> None (nothing).
+
+    The text's size is checked before parsing, so an oversized request costs no parse. NaN and
+    Infinity are refused (JSON has no such numbers); depth beyond ``max_depth`` and non-JSON
+    values inside are refused by the engine's check of the dict, with the same messages.
+    """
+    if len(text.encode('utf-8', 'surrogatepass')) > max_bytes:
+        raise ValidationError(f'{what}: larger than {max_bytes} bytes')
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValidationError(f'{what}: nested deeper than {max_depth} levels') from None
+    except ValueError as exc:
+        raise ValidationError(f'{what}: invalid JSON ({exc})') from None
+    if not isinstance(value, dict):
+        raise ValidationError(f'{what}: must be a JSON object, got {type(value).__name__}')
+    return value
+
+
+def json_field(text: str, what: str, config: MemoryConfig) -> dict[str, Any] | None:
+    """Parse one JSON field of a request under the configured size and depth limits."""
+    return parse_json_object(text, what=what, max_bytes=config.max_json_bytes,
+                             max_depth=config.max_json_depth)
 
 
 def to_memory(record: MemoryRecord) -> Memory:
@@ -51,6 +89,12 @@ def recall_limits(request: Any) -> dict[str, Any]:
             'min_confidence': None if request.min_confidence < 0 else request.min_confidence}
 
 
+def recall_json(request: Any, config: MemoryConfig) -> dict[str, Any]:
+    """Parse the JSON fields of a Recall request: context_filter and spatial_sort."""
+    return {name: json_field(getattr(request, name), name, config)
+            for name in ('context_filter', 'spatial_sort')}
+
+
 def fill_recall(response: Any, result: RecallResult) -> Any:
     """Fill a Recall response from the engine result."""
     response.success = True
@@ -75,16 +119,21 @@ def fill_end_session(response: Any, result: EndSessionResult) -> Any:
     return response
 
 
-def perception_from_msg(msg: PerceptionData) -> PerceptionInput:
+def perception_from_msg(msg: PerceptionData, config: MemoryConfig) -> PerceptionInput:
     """Convert a topic message to engine input; the header stamp is the perception time."""
-    return PerceptionInput(description=msg.description, perception_type=msg.perception_type,
-                           data=msg.data, metadata=msg.metadata, session_id=msg.session_id,
-                           collection=msg.collection, created_at=from_time(msg.header.stamp))
+    return _perception(msg, config, created_at=from_time(msg.header.stamp))
 
 
-def perception_from_request(request: Any) -> PerceptionInput:
+def perception_from_request(request: Any, config: MemoryConfig) -> PerceptionInput:
     """Convert a SavePerception request to engine input (time = now)."""
-    return PerceptionInput(description=request.description,
-                           perception_type=request.perception_type, data=request.data,
-                           metadata=request.metadata, session_id=request.session_id,
-                           collection=request.collection)
+    return _perception(request, config)
+
+
+def _perception(source: Any, config: MemoryConfig, created_at: float | None = None
+                ) -> PerceptionInput:
+    return PerceptionInput(description=source.description,
+                           perception_type=source.perception_type,
+                           data=json_field(source.data, 'data', config),
+                           metadata=json_field(source.metadata, 'metadata', config),
+                           session_id=source.session_id, collection=source.collection,
+                           created_at=created_at)

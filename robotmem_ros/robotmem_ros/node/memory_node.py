@@ -27,7 +27,7 @@ from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import MemoryEngine
 from robotmem_ros.engine.store_owner import StoreOwner
-from robotmem_ros.errors import RobotMemError
+from robotmem_ros.errors import RobotMemError, ValidationError
 from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node import conversions as conv
 from robotmem_ros.node import log_bridge
@@ -204,19 +204,21 @@ class MemoryNode(Node):
 
     # --- services -----------------------------------------------------------------------------
     def _learn(self, req: Learn.Request, res: Learn.Response) -> Learn.Response:
-        result = self._engine.learn(req.insight, req.context, req.collection, req.session_id)
+        result = self._engine.learn(req.insight, conv.json_field(req.context, 'context',
+                                                                 self._config),
+                                    req.collection, req.session_id)
         return conv.fill_learn(res, result)
 
     def _recall(self, req: Recall.Request, res: Recall.Response) -> Recall.Response:
         result = self._engine.recall(req.query, **conv.recall_limits(req),
-                                     session_id=req.session_id,
-                                     context_filter=req.context_filter,
-                                     spatial_sort=req.spatial_sort, collection=req.collection)
+                                     **conv.recall_json(req, self._config),
+                                     session_id=req.session_id, collection=req.collection)
         return conv.fill_recall(res, result)
 
     def _start_session(self, req: StartSession.Request,
                        res: StartSession.Response) -> StartSession.Response:
-        info = self._engine.start_session(req.context, req.collection)
+        context = conv.json_field(req.context, 'context', self._config)
+        info = self._engine.start_session(context, req.collection)
         res.success = True
         res.session_id = info.session_id
         res.collection = info.collection
@@ -230,7 +232,8 @@ class MemoryNode(Node):
 
     def _save_perception(self, req: SavePerception.Request,
                          res: SavePerception.Response) -> SavePerception.Response:
-        res.memory_id = self._engine.save_perception(conv.perception_from_request(req))
+        perception = conv.perception_from_request(req, self._config)
+        res.memory_id = self._engine.save_perception(perception)
         res.success = True
         return res
 
@@ -240,7 +243,8 @@ class MemoryNode(Node):
         return res
 
     def _update(self, req: Update.Request, res: Update.Response) -> Update.Response:
-        result = self._engine.update(req.memory_id, req.new_content, req.context)
+        result = self._engine.update(req.memory_id, req.new_content,
+                                     conv.json_field(req.context, 'context', self._config))
         res.success = True
         res.old_content = result.old_content
         res.new_content_out = result.new_content
@@ -248,8 +252,13 @@ class MemoryNode(Node):
 
     # --- perception stream ----------------------------------------------------------------------
     def _on_perception(self, msg: PerceptionData) -> None:
-        self._ingest.offer(conv.perception_from_msg(msg),
-                           (msg.header.frame_id, msg.session_id), msg.seq)
+        publisher = (msg.header.frame_id, msg.session_id)
+        try:
+            item = conv.perception_from_msg(msg, self._config)
+        except ValidationError as exc:  # counted like a row the engine rejects
+            self._ingest.reject(str(exc), publisher, msg.seq)
+            return
+        self._ingest.offer(item, publisher, msg.seq)
 
     def _save_batch(self, batch: Any) -> list[int]:
         return self._engine.save_perceptions(batch)

@@ -114,6 +114,15 @@ class PerceptionIngest:
             if len(self._buffer) >= self._batch_size:
                 self._cond.notify_all()
 
+    def reject(self, reason: str, publisher: Hashable = None, seq: int | None = None) -> None:
+        """Count a message that could not be read (bad JSON) as received and failed."""
+        _LOG.warning('perception rejected: %s', reason)
+        with self._cond:
+            self._received += 1
+            self._failed += 1
+            if seq is not None:
+                self._seq.observe(publisher, seq)
+
     def _trim_locked(self) -> None:
         overflow = len(self._buffer) - self._max_buffer
         for _ in range(max(overflow, 0)):
