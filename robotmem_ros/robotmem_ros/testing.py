@@ -3,17 +3,21 @@ The memory node as a subprocess, for tests and benchmarks.
 
 A subprocess is the node exactly as a robot runs it (its own DDS participant, its own signal
 handling, a real crash when killed), under a unique namespace and on its own database, with its
-log in a file. The test suite and the benchmarks share this one harness.
+log in a file. The test suite and the benchmarks share this one harness, and the fresh-client
+processes that call it (below).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import select
 import signal
 import subprocess
 import sys
-from typing import Any
+import time
+from typing import Any, Callable
 import uuid
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
@@ -56,3 +60,116 @@ class NodeSubprocess:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+# --- fresh client processes -----------------------------------------------------------------
+# A client process that calls at once is where DDS loses answers and where discovery can stall
+# (docs/reliability.md, "Fresh clients"). ``fresh_client_lanes`` reproduces it: each lane is a
+# process that forks one short-lived client process per call.
+
+FRESH_CALL_TIMEOUT_S = 30.0
+FRESH_ATTEMPT_S = 1.0
+_CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own timeout
+
+
+def fresh_client_lanes(prefix: str, lanes: int, calls: int, resend: bool = True,
+                       timeout: float = FRESH_CALL_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Run ``lanes`` processes of ``calls`` fresh-client calls each at ``prefix``; tally each."""
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
+    procs = [subprocess.Popen(
+        [sys.executable, '-m', 'robotmem_ros.testing', prefix, str(lane), str(calls),
+         '1' if resend else '0', str(timeout)], env=env, stdout=subprocess.PIPE, text=True)
+        for lane in range(lanes)]
+    return [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+
+
+def _lane(prefix: str, lane: int, calls: int, resend: bool, timeout: float) -> dict[str, Any]:
+    """Make ``calls`` calls, each from a client process of its own; tally what they saw."""
+    import rclpy  # noqa: F401  imported once here, so each forked client starts at once
+    import robotmem_msgs.srv  # noqa: F401
+    import robotmem_ros.client.resend  # noqa: F401
+    tally: dict[str, Any] = {'unanswered': 0, 'no_server_seen': 0, 'client_failed': 0,
+                             'copies': [], 'learned': {}, 'failures': []}
+    for i in range(calls):
+        outcome = _in_child(lambda: _fresh_call(prefix, lane, i, resend, timeout), timeout)
+        if outcome is None or 'error' in outcome:
+            tally['client_failed'] += 1
+            tally['failures'].append((outcome or {}).get('error', 'no result from the child'))
+        elif outcome['response'] is None:  # copies sent and none answered, or none could be
+            tally['unanswered' if outcome['copies'] else 'no_server_seen'] += 1
+            tally['failures'].append(outcome['graph'])
+        else:
+            tally['copies'].append(outcome['copies'])
+            if outcome['response']['status'] == 'created':
+                tally['learned'][outcome['insight']] = outcome['response']['memory_id']
+    return tally
+
+
+def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
+                timeout: float) -> dict[str, Any]:
+    """Create a participant, a node and a client, and call at once (Learn or Recall)."""
+    import rclpy
+    from robotmem_msgs.srv import Learn, Recall
+    from robotmem_ros.client.resend import send_until_answered, stamp_request_id
+    from robotmem_ros.client.waiting import Waiter
+
+    rclpy.init()
+    node = rclpy.create_node(f'fresh_client_{lane}_{os.getpid()}')
+    insight = f'lane {lane} call {i}: fresh clients lose answers sometimes'
+    if i % 2 == 0:
+        service = f'{prefix}/learn'
+        client = node.create_client(Learn, service)
+        request = stamp_request_id(Learn.Request(insight=insight))
+    else:
+        service = f'{prefix}/recall'
+        client = node.create_client(Recall, service)
+        request = Recall.Request(query=f'lane {lane} fresh clients')
+    attempt = FRESH_ATTEMPT_S if resend else timeout
+    response, copies = send_until_answered(
+        client, request, Waiter(node), time.monotonic() + timeout, attempt)
+    answer = None if response is None else {
+        'status': getattr(response, 'status', ''), 'memory_id': getattr(response, 'memory_id', 0)}
+    # What this participant knew of the service when it gave up: which half was missing.
+    graph = None if response is not None else {
+        'service': service,
+        'request_readers': len(node.get_subscriptions_info_by_topic(
+            f'rq{service}Request', no_mangle=True)),
+        'response_writers': len(node.get_publishers_info_by_topic(
+            f'rr{service}Reply', no_mangle=True))}
+    return {'response': answer, 'copies': copies, 'insight': insight, 'graph': graph}
+
+
+def _in_child(body: Callable[[], dict[str, Any]], timeout: float) -> dict[str, Any] | None:
+    """
+    Run ``body`` in a forked process that exits without tearing DDS down; return its result.
+
+    A fresh process per call is what the lost-answer race needs (participant and endpoint
+    discovery under way during the first request). Creating and destroying hundreds of
+    participants inside one process instead deadlocked Fast DDS 3.2 in DataWriter teardown
+    under load, so the child leaves with ``os._exit`` and the kernel cleans up.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            payload = json.dumps(body()).encode()
+        except BaseException as exc:  # report, never fall back into the lane's loop
+            payload = json.dumps({'response': None, 'copies': 0, 'error': repr(exc)}).encode()
+        os.write(write_end, payload)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, 'rb') as pipe:
+        ready, _, _ = select.select([pipe], [], [], timeout + _CHILD_GRACE_S)
+        data = pipe.read() if ready else b''
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else None
+
+
+if __name__ == '__main__':  # one lane of fresh_client_lanes
+    _prefix, _lane_id, _calls, _resend, _timeout = sys.argv[1:6]
+    print(json.dumps(_lane(_prefix, int(_lane_id), int(_calls), _resend == '1',
+                           float(_timeout))), flush=True)

@@ -10,6 +10,7 @@ executor threads free for Recall, which runs in a Reentrant group next to them).
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from typing import Any, Callable
@@ -30,7 +31,7 @@ from robotmem_ros.engine.store_owner import StoreOwner
 from robotmem_ros.errors import RobotMemError, ValidationError
 from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node import conversions as conv
-from robotmem_ros.node import log_bridge
+from robotmem_ros.node import log_bridge, middleware
 from robotmem_ros.node.answered_requests import AnsweredRequests
 from robotmem_ros.node.parameters import declare_config_parameters, make_set_callback
 from robotmem_ros.node.perception_ingest import PerceptionIngest
@@ -296,7 +297,9 @@ class MemoryNode(Node):
 
 
 def _run(args: list[str] | None) -> int:
+    profile = middleware.use_node_profile(os.environ)  # before the first DDS participant
     with ros_session(args):
+        rclpy.logging.get_logger(NODE_NAME).info(profile)
         # The executor exists before the node: a signal that lands while the store is opening
         # must find everything it needs to shut down.
         executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
