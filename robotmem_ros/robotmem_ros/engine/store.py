@@ -122,10 +122,8 @@ def insert_memory(conn: Any, *, type_: str, content: str, collection: str, sessi
          json.dumps(context, ensure_ascii=False), created_at, created_at, decay_ref, origin,
          gid))
     memory_id = cur.lastrowid
-    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
-                 (memory_id, textmod.fts_index_text(content)))
-    conn.executemany('INSERT OR IGNORE INTO tags(memory_id, tag) VALUES (?, ?)',
-                     [(memory_id, t) for t in tags])
+    index_text(conn, memory_id, content)
+    add_tags(conn, memory_id, tags)
     add_history(conn, memory_id, 'create', new_content=content, created_at=created_at)
     return memory_id
 
@@ -169,7 +167,7 @@ def set_status(conn: Any, memory_id: int, status: str, *, now: float,
                  (status, superseded_by, now, memory_id))
     delete_vector(conn, memory_id)
     if status == 'forgotten':
-        conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+        unindex_text(conn, memory_id)
 
 
 def replace_content(conn: Any, memory_id: int, content: str, context: dict) -> None:
@@ -178,10 +176,26 @@ def replace_content(conn: Any, memory_id: int, content: str, context: dict) -> N
                  'embedded = 0 WHERE id = ?',
                  (content, textmod.content_hash(content),
                   json.dumps(context, ensure_ascii=False), memory_id))
-    conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+    unindex_text(conn, memory_id)
+    index_text(conn, memory_id, content)
+    delete_vector(conn, memory_id)
+
+
+def index_text(conn: Any, memory_id: int, content: str) -> None:
+    """Add a memory's FTS row: the tokens recall and the Jaccard layer match on."""
     conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
                  (memory_id, textmod.fts_index_text(content)))
-    delete_vector(conn, memory_id)
+
+
+def unindex_text(conn: Any, memory_id: int) -> None:
+    """Remove a memory's FTS row (absent is fine), so no text search finds it any more."""
+    conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+
+
+def add_tags(conn: Any, memory_id: int, tags: Iterable[str]) -> None:
+    """Attach tags to a memory; a tag it already has is kept once."""
+    conn.executemany('INSERT OR IGNORE INTO tags(memory_id, tag) VALUES (?, ?)',
+                     [(memory_id, tag) for tag in tags])
 
 
 # --- vectors ---------------------------------------------------------------------------------
@@ -205,6 +219,11 @@ def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
     conn.execute('INSERT OR REPLACE INTO memory_embeddings(memory_id, embedding) VALUES (?, ?)',
                  (memory_id, to_blob(vector)))
     conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
+
+
+def mark_unembedded(conn: Any, memory_id: int) -> None:
+    """Queue a memory for a new vector (embed_pending writes it)."""
+    conn.execute('UPDATE memories SET embedded = 0 WHERE id = ?', (memory_id,))
 
 
 def get_vectors(conn: Any, ids: Sequence[int]) -> dict[int, np.ndarray]:
