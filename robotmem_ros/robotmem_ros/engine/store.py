@@ -1,9 +1,12 @@
 """
-Row-level SQL of the memory store: one place for every statement that touches a table.
+Row-level SQL of the memory store: the statements of learn, recall, sessions and maintenance.
 
+SQL lives in store modules only: this one, and a sibling ``*_store.py`` for a part whose queries
+are its own (jaccard_store: dedup candidates; vector_store: the vector index; report_store:
+operator reports; consistency_store: the doctor; transfer_store: export and import).
 Functions take the connection to use, so the caller decides whether a statement runs inside the
-writer's transaction or on a reader. The FTS and vector tables are kept in step with
-``memories`` here and nowhere else.
+writer's transaction or on a reader; sqlite errors are typed by the database layer. A memory's
+FTS row, vector and tags are written in step with ``memories`` by the functions here.
 """
 
 from __future__ import annotations
