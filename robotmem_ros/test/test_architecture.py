@@ -3,11 +3,13 @@ Layering rules that keep the package's structure honest.
 
 The engine, embedding and CLI layers run where ROS is absent (no rclpy); the client runs in a
 manipulation node and loads none of the server (no engine, no numpy beyond rclpy's, no jieba,
-no sqlite); and no module imports, even for type checking only, one that imports it back.
+no sqlite); no module imports, even for type checking only, one that imports it back; and SQL
+has one home: statements in the store modules, sqlite errors caught only in database.py.
 """
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -122,3 +124,81 @@ def test_import_graph_has_no_cycle():
 
 def test_cycle_finder_finds_a_cycle():
     assert _cycles({'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}}) == [['a', 'b', 'c']]
+
+
+# Where SQL may be written: the store modules (store.py, *_store.py), the connection and
+# schema layers of the local store, and the PostgreSQL hub's client and schema.
+SQL_HOMES = {'engine/database.py', 'engine/schema.py', 'fleet/hub.py', 'fleet/hub_schema.py'}
+SQL_TEXT = re.compile(
+    r'\s*(SELECT\s|INSERT\s+(OR\s+\w+\s+)?INTO\s|UPDATE\s+\w+\s+SET\s|DELETE\s+FROM\s'
+    r'|CREATE\s+(TABLE|INDEX|UNIQUE|VIRTUAL|TRIGGER|VIEW)\s|DROP\s+(TABLE|INDEX|TRIGGER)\s'
+    r'|ALTER\s+TABLE\s|PRAGMA\s|BEGIN\b|COMMIT\b|ROLLBACK\b|SAVEPOINT\s|RELEASE\s)')
+SQLITE_ERRORS = {'Error', 'DatabaseError', 'IntegrityError', 'OperationalError'}
+
+
+def _is_sql_home(relative: str) -> bool:
+    name = relative.rsplit('/', 1)[-1]
+    return relative in SQL_HOMES or name == 'store.py' or name.endswith('_store.py')
+
+
+def _sql_found(source: str) -> list[str]:
+    """List the statements run and SQL text written in ``source`` (a store module's job)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ('execute', 'executemany', 'executescript'):
+            found.append(f'line {node.lineno}: .{node.func.attr}()')
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and SQL_TEXT.match(node.value):
+            found.append(f'line {node.lineno}: {node.value[:40]!r}')
+    return found
+
+
+def _sqlite_errors_used(source: str) -> list[str]:
+    """List imports of sqlite modules or of the sqlite error classes of database.py."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.split('.')[0] in
+                      ('sqlite3', 'pysqlite3')]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ''
+            if module.split('.')[0] in ('sqlite3', 'pysqlite3'):
+                found.append(module)
+            elif module.endswith('database'):
+                found += [f'{module}.{a.name}' for a in node.names if a.name in SQLITE_ERRORS]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in ('database', 'sqlite3') and node.attr in SQLITE_ERRORS:
+            found.append(f'{node.value.id}.{node.attr}')
+    return found
+
+
+def _package_sources() -> dict[str, str]:
+    return {path.relative_to(PACKAGE).as_posix(): path.read_text()
+            for path in sorted(PACKAGE.rglob('*.py'))}
+
+
+def test_sql_lives_in_the_store_modules():
+    outside = {name: found for name, source in _package_sources().items()
+               if not _is_sql_home(name) and (found := _sql_found(source))}
+    assert outside == {}
+    assert _sql_found(_package_sources()['engine/report_store.py'])  # the check sees SQL
+
+
+def test_sql_finder_finds_statements_and_text():
+    source = ('def f(conn):\n'
+              '    q = "UPDATE memories SET confidence = ? WHERE id = ?"\n'
+              '    conn.executemany(q, [])\n'
+              "    return 'CREATE carries DELETE actions only'\n")
+    assert sorted(_sql_found(source)) == ["line 2: 'UPDATE memories SET confidence = ? WHERE'",
+                                          'line 3: .executemany()']
+
+
+def test_sqlite_errors_are_caught_only_in_the_database_layer():
+    """database.py translates them once; everyone else sees StorageError and its kinds."""
+    users = {name for name, source in _package_sources().items()
+             if _sqlite_errors_used(source)}
+    assert users == {'engine/database.py'}
+    assert _sqlite_errors_used('from robotmem_ros.engine.database import IntegrityError\n'
+                               'import sqlite3\n') == [
+        'robotmem_ros.engine.database.IntegrityError', 'sqlite3']

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import MemoryEngine, store
+from robotmem_ros.engine import consistency_store, database, MemoryEngine, store
 from robotmem_ros.engine.doctor import check_file
 from robotmem_ros.engine.maintenance import MAX_CLEANUP_OPS
 from robotmem_ros.errors import CorruptDatabaseError, NotFoundError, StorageError, ValidationError
@@ -219,6 +219,54 @@ def test_corrupt_file_gives_a_clear_error_and_is_never_written(tmp_path):
     assert db.read_bytes() == garbage
     with pytest.raises(NotFoundError):
         check_file(tmp_path / 'missing.db')
+
+
+def test_doctor_reports_a_locked_store_as_an_error_not_a_damaged_index(tmp_path, monkeypatch):
+    """
+    FTS5's index check is a write: another process holding the lock says nothing about the index.
+
+    It used to count any StorageError as damage, so a store kept busy past the busy timeout
+    was reported with a broken index, and ``--repair`` would drop and rebuild a sound one.
+    """
+    monkeypatch.setattr(database, 'BUSY_TIMEOUT_MS', 200)  # the real wait, made short
+    db = tmp_path / 'm.db'
+    engine = open_engine(db)
+    engine.learn('the red cup is on the left shelf')
+    holder = raw(db)
+    holder.execute('BEGIN IMMEDIATE')  # another writer, as the CLI importing would be
+    try:
+        with pytest.raises(StorageError, match='locked') as caught:
+            engine.doctor()
+        assert not isinstance(caught.value, CorruptDatabaseError)
+    finally:
+        holder.execute('ROLLBACK')
+        holder.close()
+    report = engine.doctor(repair=True)
+    assert report['ok'] and report['repaired'] == {}
+    engine.close()
+
+
+def test_a_damaged_fts_index_is_typed_as_corruption(tmp_path):
+    """FTS5 reports some damage without "malformed" in its text; its result code tells it."""
+    db = tmp_path / 'm.db'
+    engine = open_engine(db)
+    for i in range(30):
+        engine.learn(f'box number {i} sits on shelf {i * 3}')
+    engine.close()
+    conn = raw(db)
+    conn.execute('UPDATE memories_fts_data SET block = zeroblob(length(block)) '
+                 'WHERE id = (SELECT MAX(id) FROM memories_fts_data)')
+    conn.close()
+    engine = open_engine(db)
+    with pytest.raises(CorruptDatabaseError, match='fts5: corruption'):
+        with engine.db.write() as conn:
+            consistency_store.check_fts_index(conn)
+    report = engine.doctor(repair=True)
+    if report['integrity'] == ['ok']:  # an SQLite whose integrity_check skips FTS5 tables
+        assert report['problems']['fts_index'] == 1 and report['repaired']['fts_index'] == 1
+    else:  # SQLite's own check saw it first (3.51 does): nothing is repaired then
+        assert not report['ok'] and report['repaired'] == {}
+    engine.close()
 
 
 # --- reindex ---------------------------------------------------------------------------------

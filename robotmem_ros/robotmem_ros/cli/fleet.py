@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, open_engine: Callable[[argparse.Namespace], An
     password = read_password(args.password_file)
     if args.fleet in ('migrate', 'add-robot', 'recall'):
         conn = hub.connect(args.url, password) if args.fleet == 'recall' else \
-            _admin(args.url, password)
+            hub.connect_owner(args.url, password)
         try:
             emit(_HUB_ACTIONS[args.fleet](conn, args, config))
         finally:
@@ -85,15 +85,6 @@ def run(args: argparse.Namespace, open_engine: Callable[[argparse.Namespace], An
     finally:
         engine.close()
     return 0
-
-
-def _admin(url: str, password: str | None) -> Any:
-    import psycopg
-    try:
-        return psycopg.connect(url, password=password, autocommit=True, connect_timeout=5) \
-            if password is not None else psycopg.connect(url, autocommit=True, connect_timeout=5)
-    except psycopg.Error as exc:
-        raise StorageError(f'fleet hub unreachable: {str(exc).strip()}') from exc
 
 
 def _migrate(conn: Any, args: argparse.Namespace, config: MemoryConfig) -> dict:

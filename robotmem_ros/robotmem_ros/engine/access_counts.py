@@ -17,7 +17,7 @@ import threading
 from typing import Iterable
 
 from robotmem_ros.engine import store
-from robotmem_ros.engine.database import Database, Error as SqlError
+from robotmem_ros.engine.database import Database
 from robotmem_ros.errors import StorageError
 
 LOG = logging.getLogger('robotmem.engine')
@@ -60,7 +60,7 @@ class AccessCounts:
                     pending, self._pending = self._pending, {}
                 store.add_accesses(conn, [(hits, last, memory_id)
                                           for memory_id, (hits, last) in pending.items()])
-        except (StorageError, SqlError) as exc:
+        except StorageError as exc:
             LOG.warning('recall results not counted (store not writable): %s', exc)
             return False
         return True

@@ -156,12 +156,8 @@ def greedy_clusters(items: Sequence[Candidate],
 def eligible(conn: Any, session_id: str, collection: str, config: MemoryConfig,
              vectors: dict[int, np.ndarray]) -> list[Candidate]:
     """Facts of the session that may be merged (not protected, not highly confident)."""
-    spared, protected = store.not_in('category', CONSOLIDATION_PROTECTED)
-    rows = conn.execute(
-        'SELECT id, content, category, confidence, access_count, created_at FROM memories '
-        "WHERE session_id = ? AND collection = ? AND status = 'active' AND type = 'fact' "
-        f'AND confidence < ? AND {spared} ORDER BY created_at, id',
-        [session_id, collection, config.consolidation_max_confidence, *protected]).fetchall()
+    rows = store.mergeable_facts(conn, session_id, collection,
+                                 config.consolidation_max_confidence, CONSOLIDATION_PROTECTED)
     return [Candidate(*row, vector=vectors.get(row[0])) for row in rows]
 
 

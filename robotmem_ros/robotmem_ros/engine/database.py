@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover - only needed to read schema-1 stores (h
 BUSY_TIMEOUT_MS = 10_000
 LOCK_POLL_MS = 250        # one attempt of the bounded wait for the write lock at start
 WAL_WRITE_LOCK_BYTE = 120  # offset of SQLite's WAL writer lock in the -shm file
+CORRUPT_CODES = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 Error = sqlite3.Error
 IntegrityError = sqlite3.IntegrityError
 OperationalError = sqlite3.OperationalError
@@ -205,25 +206,26 @@ class Database:
             yield None
             return
         try:
-            self._check_open()
-            conn = self._writer
-            if conn.in_transaction:  # a write of this thread is open: join it
-                yield conn
-                return
-            conn.execute('PRAGMA busy_timeout=0')
-            try:
-                conn.execute('BEGIN IMMEDIATE')
-            except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
-                    raise classify(exc, self.path) from exc
-                conn = None
-            finally:
-                self._writer.execute(f'PRAGMA busy_timeout={BUSY_TIMEOUT_MS}')
-            if conn is None:
-                yield None
-                return
-            with self._committed(conn):
-                yield conn
+            with self.errors():  # its own statements too: the caller sees typed errors only
+                self._check_open()
+                conn = self._writer
+                if conn.in_transaction:  # a write of this thread is open: join it
+                    yield conn
+                    return
+                conn.execute('PRAGMA busy_timeout=0')
+                try:
+                    conn.execute('BEGIN IMMEDIATE')
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+                    conn = None
+                finally:
+                    self._writer.execute(f'PRAGMA busy_timeout={BUSY_TIMEOUT_MS}')
+                if conn is None:
+                    yield None
+                    return
+                with self._committed(conn):
+                    yield conn
         finally:
             self._write_lock.release()
 
@@ -235,7 +237,7 @@ class Database:
         ``classify``'s StorageError with a message an operator can act on.
         """
         if isinstance(exc, sqlite3.IntegrityError):
-            return ConflictError(f'another write stored this first ({exc})')
+            return _conflict(exc)
         return classify(exc, self.path)
 
     @contextlib.contextmanager
@@ -290,6 +292,65 @@ class Database:
             self._writer.close()
 
 
+def _conflict(exc: Exception) -> ConflictError:
+    return ConflictError(f'another write stored this first ({exc})')
+
+
+@contextlib.contextmanager
+def savepoint(conn: Any, name: str) -> Iterator[None]:
+    """
+    Run the block as a savepoint of the open write, so a broken uniqueness rule undoes it alone.
+
+    On an IntegrityError the block is rolled back to the savepoint and ConflictError raised:
+    the caller may catch it and go on with the rest of its transaction (learn keeps both facts
+    when a merged text equals another one). Any other error is left to the enclosing write,
+    which rolls everything back and types it.
+    """
+    conn.execute(f'SAVEPOINT {name}')
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        conn.execute(f'ROLLBACK TO {name}')
+        conn.execute(f'RELEASE {name}')
+        raise _conflict(exc) from exc
+    conn.execute(f'RELEASE {name}')
+
+
+@contextlib.contextmanager
+def snapshot(conn: Any) -> Iterator[Any]:
+    """
+    Hold one read transaction on a reader, so every read in the block sees the same state.
+
+    The node may write meanwhile (WAL): an export or a doctor run must not mix rows from
+    before and after one of its writes. Nothing is written, so the end is a ROLLBACK.
+    """
+    conn.execute('BEGIN')
+    try:
+        yield conn
+    finally:
+        conn.execute('ROLLBACK')
+
+
+def integrity_check(path: pathlib.Path) -> list[str]:
+    """
+    Run ``PRAGMA integrity_check`` on a read-only connection; ``['ok']`` when sound.
+
+    Read-only, so a damaged file is looked at, never touched (a connection that writes would
+    switch its journal mode and may checkpoint into it). A file SQLite cannot read at all
+    raises CorruptDatabaseError saying how to recover it.
+    """
+    try:
+        conn = connect(str(path), read_only=True)
+        try:
+            return [row[0] for row in conn.execute('PRAGMA integrity_check')]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise CorruptDatabaseError(
+            f'{path} is not a readable SQLite database ({exc}); it was not modified. Restore '
+            f'it from a backup or salvage it with `sqlite3 {path} .recover`.') from exc
+
+
 def _is_busy(exc: Exception) -> bool:
     text = str(exc)
     return 'locked' in text or 'busy' in text
@@ -332,7 +393,7 @@ def _command(pid: str) -> str:
 def classify(exc: Exception, path: pathlib.Path) -> StorageError:
     """Turn an sqlite error into a typed StorageError with a message an operator can act on."""
     text = str(exc)
-    if 'not a database' in text or 'malformed' in text:
+    if _is_corrupt(exc):
         return CorruptDatabaseError(
             f'{path} is not a valid robotmem database ({text}); it was not modified. '
             f'Run `robotmem doctor --db {path}` to inspect it.')
@@ -341,3 +402,17 @@ def classify(exc: Exception, path: pathlib.Path) -> StorageError:
     if 'readonly' in text or 'read-only' in text:
         return StorageError(f'{path} is read-only ({text}); nothing was written')
     return StorageError(f'database error on {path}: {text}')
+
+
+def _is_corrupt(exc: Exception) -> bool:
+    """
+    Tell a damaged file (SQLITE_CORRUPT, SQLITE_NOTADB, extended codes included) by its code.
+
+    The code covers messages the text cannot ("fts5: corruption found reading blob ..."); the
+    text is the fallback for an sqlite module that gives no code.
+    """
+    code = getattr(exc, 'sqlite_errorcode', None)
+    if code is not None:
+        return (code & 0xFF) in CORRUPT_CODES
+    text = str(exc)
+    return 'not a database' in text or 'malformed' in text

@@ -30,12 +30,7 @@ def apply_decay(conn: Any, collection: str, rate: float, now: float,
     """
     if rate <= 0.0:
         return 0
-    spared, protected = store.not_in('category', DECAY_PROTECTED)
-    rows = conn.execute(
-        'SELECT id, confidence, MAX(created_at, COALESCE(last_accessed, 0), '
-        'COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref FROM memories '
-        f"WHERE collection = ? AND status = 'active' AND {spared}",
-        [collection, *protected]).fetchall()
+    rows = store.decay_candidates(conn, collection, DECAY_PROTECTED)
     updates = []
     for memory_id, confidence, ref in rows:
         days = math.floor((now - ref) / DAY)
@@ -47,7 +42,7 @@ def apply_decay(conn: Any, collection: str, rate: float, now: float,
             store.add_history(conn, memory_id, 'decay', created_at=now,
                               reason=f'confidence below {audit_below} after {days} idle days',
                               details={'from': confidence, 'to': new, 'days': days})
-    conn.executemany('UPDATE memories SET confidence = ?, decay_ref = ? WHERE id = ?', updates)
+    store.set_decayed(conn, updates)
     return len(updates)
 
 

@@ -78,13 +78,6 @@ def check(conn: Any, content: str, *, collection: str, session_id: str,
     return verdict
 
 
-def _contents(conn: Any, ids: list[int]) -> dict[int, str]:
-    if not ids:
-        return {}
-    marks = ','.join('?' * len(ids))
-    return dict(conn.execute(f'SELECT id, content FROM memories WHERE id IN ({marks})', ids))
-
-
 def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: frozenset[str],
                    collection: str, session_id: str, limit: int, method: str,
                    config: MemoryConfig, now: float, *, near_misses: bool) -> bool:
@@ -97,7 +90,7 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
         floor = min(floor, config.similar_jaccard_min)
     scored = jaccard_store.candidates(conn, tokens, collection, limit, floor, now=now,
                                       session_id=session_id)
-    contents = _contents(conn, [memory_id for memory_id, _ in scored])
+    contents = store.contents(conn, [memory_id for memory_id, _ in scored])
     # Jaccard must exceed its threshold; cosine only has to reach its own (docs/memory.md).
     return _judge(verdict, content, scored, contents,
                   lambda sim: sim > config.dedup_jaccard_threshold,
@@ -107,7 +100,7 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
 def _cosine_layer(conn: Any, verdict: DedupVerdict, content: str,
                   hits: list[tuple[int, float]], threshold: float, method: str,
                   config: MemoryConfig) -> bool:
-    contents = _contents(conn, [memory_id for memory_id, _ in hits])
+    contents = store.contents(conn, [memory_id for memory_id, _ in hits])
     return _judge(verdict, content, hits, contents, lambda sim: sim >= threshold,
                   config.similar_cosine_min, method)
 

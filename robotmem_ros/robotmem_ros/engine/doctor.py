@@ -14,15 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from robotmem_ros.engine import schema, store
+from robotmem_ros.engine import consistency_store as checks, store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.context import EngineContext
-from robotmem_ros.engine.database import connect, DatabaseError
+from robotmem_ros.engine.database import integrity_check, snapshot
 from robotmem_ros.engine.vector_index import code_of
-from robotmem_ros.errors import CorruptDatabaseError, NotFoundError, StorageError
+from robotmem_ros.errors import CorruptDatabaseError, NotFoundError
 
 
-UNIQUE_INDEX = 'uq_memories_active_fact'
 PROBLEMS = ('fts_missing', 'fts_stale', 'fts_stray', 'fts_index', 'vector_missing',
             'vector_stray', 'vector_metadata', 'orphan_tags', 'orphan_history',
             'missing_sessions', 'unique_index_missing')
@@ -30,23 +29,14 @@ PROBLEMS = ('fts_missing', 'fts_stale', 'fts_stray', 'fts_index', 'vector_missin
 
 def check_file(path: pathlib.Path) -> list[str]:
     """
-    Run ``PRAGMA integrity_check`` on a read-only connection; ``['ok']`` when sound.
+    Run SQLite's own integrity check of the file at ``path``; ``['ok']`` when sound.
 
-    Runs before anything opens the file for writing, so a damaged file is looked at, never
-    touched (opening for writing would switch its journal mode and may checkpoint into it).
+    Runs on a read-only connection (database.integrity_check) before anything opens the file
+    for writing, so a damaged file is looked at, never touched.
     """
     if not path.is_file():
         raise NotFoundError(f'no database at {path}')
-    try:
-        conn = connect(str(path), read_only=True)
-        try:
-            return [row[0] for row in conn.execute('PRAGMA integrity_check')]
-        finally:
-            conn.close()
-    except DatabaseError as exc:
-        raise CorruptDatabaseError(
-            f'{path} is not a readable SQLite database ({exc}); it was not modified. Restore '
-            f'it from a backup or salvage it with `sqlite3 {path} .recover`.') from exc
+    return integrity_check(path)
 
 
 def doctor(ctx: EngineContext, repair: bool) -> dict[str, Any]:
@@ -88,17 +78,12 @@ class _Findings:
     """Ids (or counts) of every inconsistency, gathered on one reader snapshot."""
 
     def __init__(self, ctx: EngineContext) -> None:
-        conn = ctx.db.reader()
-        conn.execute('BEGIN')
-        try:
+        with snapshot(ctx.db.reader()) as conn:
             self._gather(conn, ctx)
-        finally:
-            conn.execute('ROLLBACK')
 
     def _gather(self, conn: Any, ctx: EngineContext) -> None:
-        rows = conn.execute('SELECT id, status, embedded, content, collection, category, kind, '
-                            'session_id FROM memories').fetchall()
-        indexed = dict(conn.execute('SELECT rowid, body FROM memories_fts').fetchall())
+        rows = checks.memory_rows(conn)
+        indexed = checks.fts_bodies(conn)
         live = {r['id']: r for r in rows if r['status'] != 'forgotten'}
         self.fts_missing = [mid for mid in live if mid not in indexed]
         self.fts_stray = [mid for mid in indexed if mid not in live]
@@ -111,28 +96,17 @@ class _Findings:
         self.vector_metadata: list[int] = []
         if self.vector_checks:
             self._vectors(conn, {r['id']: r for r in rows if r['status'] == 'active'})
-        self.orphan_tags = _count(conn, 'tags')
-        self.orphan_history = _count(conn, 'history')
-        self.missing_sessions = [r[0] for r in conn.execute(
-            'SELECT session_id FROM memories WHERE session_id IS NOT NULL UNION '
-            'SELECT session_id FROM session_outcomes EXCEPT SELECT id FROM sessions')]
-        self.has_unique_index = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?",
-            (UNIQUE_INDEX,)).fetchone() is not None
-        self.duplicate_groups = conn.execute(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM memories WHERE status = 'active' AND "
-            "type = 'fact' GROUP BY collection, content_hash HAVING COUNT(*) > 1)").fetchone()[0]
+        self.orphan_tags = checks.count_orphans(conn, 'tags')
+        self.orphan_history = checks.count_orphans(conn, 'history')
+        self.missing_sessions = checks.missing_sessions(conn)
+        self.has_unique_index = checks.has_unique_index(conn)
+        self.duplicate_groups = checks.duplicate_fact_groups(conn)
         self.pending = sum(1 for r in rows if r['status'] == 'active' and r['embedded'] == 0)
         self.reindex_in_progress = store.get_meta(conn, 'reindex_in_progress') is not None
         self.reindex_needed = ctx.embedding.reindex_needed
 
     def _vectors(self, conn: Any, active: dict[int, Any]) -> None:
-        vecs = {r[0]: (r[1], r[2]) for r in conn.execute(
-            'SELECT v.memory_id, v.code, e.embedding FROM memory_vectors v '
-            'LEFT JOIN memory_embeddings e ON e.memory_id = v.memory_id')}
-        vecs.update((r[0], (b'', r[1])) for r in conn.execute(
-            'SELECT memory_id, embedding FROM memory_embeddings WHERE memory_id NOT IN '
-            '(SELECT memory_id FROM memory_vectors)'))
+        vecs = checks.vector_rows(conn)
         self.vector_missing = [mid for mid, r in active.items()
                                if r['embedded'] == 1 and mid not in vecs]
         self.vector_stray = [mid for mid in vecs if mid not in active]
@@ -156,17 +130,18 @@ class _Findings:
                 'reindex_needed': int(self.reindex_needed)}
 
 
-def _count(conn: Any, table: str) -> int:
-    return conn.execute(f'SELECT COUNT(*) FROM {table} t WHERE NOT EXISTS '
-                        f'(SELECT 1 FROM memories m WHERE m.id = t.memory_id)').fetchone()[0]
-
-
 def _fts_index_problem(ctx: EngineContext) -> int:
-    """FTS5's own check of its index against its stored text (1 = damaged)."""
+    """
+    FTS5's own check of its index against its stored text (1 = damaged).
+
+    Only corruption counts as damage. Any other error (the store locked by another writer
+    past the busy timeout, a full disk) says nothing about the index: it is raised, so that
+    ``--repair`` never rebuilds a sound index because the check could not run.
+    """
     try:
         with ctx.db.write() as conn:
-            conn.execute("INSERT INTO memories_fts(memories_fts) VALUES ('integrity-check')")
-    except StorageError:  # CorruptDatabaseError among them
+            checks.check_fts_index(conn)
+    except CorruptDatabaseError:
         return 1
     return 0
 
@@ -175,50 +150,29 @@ def _repair(conn: Any, found: _Findings, ctx: EngineContext) -> dict[str, int]:
     """Make every derived row agree with ``memories``, inside the caller's transaction."""
     fixed: dict[str, int] = {}
     if found.fts_index:
-        fixed['fts_index'] = _rebuild_fts(conn)
+        checks.rebuild_fts(conn)
+        fixed['fts_index'] = 1
     else:
         for mid in found.fts_stray:
-            conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (mid,))
+            store.unindex_text(conn, mid)
         for mid in found.fts_missing + found.fts_stale:
-            _index(conn, mid)
+            checks.reindex_text(conn, mid)
     fixed.update(fts_stray=len(found.fts_stray), fts_missing=len(found.fts_missing),
                  fts_stale=len(found.fts_stale))
     for mid in found.vector_stray + found.vector_metadata:
         store.delete_vector(conn, mid)
     for mid in found.vector_missing + found.vector_metadata:
-        conn.execute('UPDATE memories SET embedded = 0 WHERE id = ?', (mid,))
+        store.mark_unembedded(conn, mid)
     fixed.update(vector_stray=len(found.vector_stray), vector_missing=len(found.vector_missing),
                  vector_metadata=len(found.vector_metadata))
-    for table in ('tags', 'history'):
-        fixed[f'orphan_{table}'] = conn.execute(
-            f'DELETE FROM {table} WHERE NOT EXISTS '
-            f'(SELECT 1 FROM memories m WHERE m.id = {table}.memory_id)').rowcount
+    for table in checks.DEPENDENT_TABLES:
+        fixed[f'orphan_{table}'] = checks.delete_orphans(conn, table)
     for sid in found.missing_sessions:
-        row = conn.execute('SELECT MIN(created_at), MIN(collection) FROM memories '
-                           'WHERE session_id = ?', (sid,)).fetchone()
-        store.ensure_session(conn, sid, row[1] or ctx.config.collection,
-                             row[0] if row[0] is not None else ctx.clock())
+        started, collection = checks.session_origin(conn, sid)
+        store.ensure_session(conn, sid, collection or ctx.config.collection,
+                             started if started is not None else ctx.clock())
     fixed['missing_sessions'] = len(found.missing_sessions)
     if not found.has_unique_index and not found.duplicate_groups:
-        conn.execute(next(s for s in schema.MIGRATIONS[0] if UNIQUE_INDEX in s))
+        checks.create_unique_index(conn)
         fixed['unique_index_missing'] = 1
     return {name: n for name, n in fixed.items() if n}
-
-
-def _index(conn: Any, memory_id: int) -> None:
-    content = conn.execute('SELECT content FROM memories WHERE id = ?',
-                           (memory_id,)).fetchone()[0]
-    conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
-    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
-                 (memory_id, textmod.fts_index_text(content)))
-
-
-def _rebuild_fts(conn: Any) -> int:
-    """Recreate the FTS table from its own DDL and re-index every non-forgotten memory."""
-    ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()[0]
-    conn.execute('DROP TABLE memories_fts')
-    conn.execute(ddl)
-    rows = conn.execute("SELECT id, content FROM memories WHERE status != 'forgotten'")
-    conn.executemany('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
-                     ((mid, textmod.fts_index_text(content)) for mid, content in rows.fetchall()))
-    return 1

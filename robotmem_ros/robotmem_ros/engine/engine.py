@@ -61,7 +61,7 @@ class MemoryEngine:
         try:
             with self.db.write(wait_s=config.store_lock_timeout, on_wait=on_lock_wait) as conn:
                 migrate(conn)
-                store.adopt_legacy_vectors(conn)
+                store.adopt_legacy_vectors(conn, vec_loaded=self.db.has_vec)
                 self.embedding.bind(conn)
         except RobotMemError:
             self.db.close()

@@ -20,7 +20,7 @@ import numpy as np
 
 from robotmem_ros.engine import dedup, store
 from robotmem_ros.engine.context import EngineContext
-from robotmem_ros.engine.database import IntegrityError
+from robotmem_ros.engine.database import savepoint
 from robotmem_ros.engine.decision import (Candidate, DELETE, Existing, LLMDecider,
                                           make_decider, MERGE, Outcome, SKIP)
 from robotmem_ros.engine.inference import infer, Inferred
@@ -177,18 +177,14 @@ class Learner:
 
     def _merge(self, conn: Any, action: Any, outcome: Outcome, vectors: dict[int, Any],
                now: float) -> bool:
-        row = conn.execute('SELECT content, context_json FROM memories WHERE id = ? '
-                           "AND status = 'active'", (action.target_id,)).fetchone()
+        row = store.get_active(conn, action.target_id)
         if row is None or not action.merged_text:
             return False
         try:
-            conn.execute('SAVEPOINT merge')
-            store.replace_content(conn, action.target_id, action.merged_text,
-                                  json.loads(row['context_json']))
-            conn.execute('RELEASE merge')
-        except IntegrityError:  # merged text equals another active fact: keep both as they are
-            conn.execute('ROLLBACK TO merge')
-            conn.execute('RELEASE merge')
+            with savepoint(conn, 'merge'):
+                store.replace_content(conn, action.target_id, action.merged_text,
+                                      json.loads(row['context_json']))
+        except ConflictError:  # merged text equals another active fact: keep both as they are
             return False
         if self.ctx.embedding.usable:
             store.put_vector(conn, action.target_id, vectors.get(action.target_id))
@@ -200,8 +196,7 @@ class Learner:
 
     def _supersede(self, conn: Any, action: Any, new_id: int, outcome: Outcome,
                    now: float) -> bool:
-        row = conn.execute("SELECT content FROM memories WHERE id = ? AND status = 'active'",
-                           (action.target_id,)).fetchone()
+        row = store.get_active(conn, action.target_id)
         if row is None or action.target_id == new_id:
             return False
         store.set_status(conn, action.target_id, 'superseded', now=now, superseded_by=new_id)
@@ -228,16 +223,14 @@ def _with_withheld(conn: Any, similar: list[MemoryRecord], withheld: tuple[int, 
 
 
 def _reinforce(conn: Any, memory_id: int, why: str, now: float) -> None:
-    conn.execute('UPDATE memories SET reinforce_count = reinforce_count + 1, last_seen = ? '
-                 'WHERE id = ?', (now, memory_id))
+    store.reinforce(conn, memory_id, now)
     store.add_history(conn, memory_id, 'reinforce', created_at=now,
                       reason=f'duplicate learn ({why})')
 
 
 def _first_active(conn: Any, ids: list[int]) -> int | None:
     for memory_id in ids:
-        if conn.execute("SELECT 1 FROM memories WHERE id = ? AND status = 'active'",
-                        (memory_id,)).fetchone():
+        if store.get_active(conn, memory_id) is not None:
             return memory_id
     return None
 

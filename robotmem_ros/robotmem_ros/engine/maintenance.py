@@ -11,7 +11,7 @@ import datetime
 import json
 from typing import Any, Iterator
 
-from robotmem_ros.engine import store
+from robotmem_ros.engine import report_store as reports, schema, store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.validation import check_id, check_text
@@ -42,34 +42,24 @@ def stats(ctx: EngineContext, status: EngineStatus) -> dict[str, Any]:
 
 def _stats(ctx: EngineContext, status: EngineStatus) -> dict[str, Any]:
     conn = ctx.db.reader()
-    active = "status = 'active'"
-
-    def counts(column: str, where: str = active) -> dict[str, int]:
-        return {str(key): n for key, n in conn.execute(
-            f'SELECT {column}, COUNT(*) FROM memories WHERE {where} GROUP BY {column} '
-            f'ORDER BY COUNT(*) DESC, {column}')}
-
-    span = conn.execute('SELECT MIN(created_at), MAX(created_at) FROM memories '
-                        "WHERE status != 'forgotten'").fetchone()
-    sessions = conn.execute('SELECT COUNT(*), COUNT(ended_at) FROM sessions').fetchone()
+    by_status = reports.count_by(conn, 'status', active_only=False)
+    span = reports.time_span(conn)
+    sessions = reports.session_counts(conn)
     return {
         'db_path': status.db_path, 'db_bytes': status.db_bytes,
-        'schema_version': conn.execute('PRAGMA user_version').fetchone()[0],
+        'schema_version': schema.version(conn),
         'model_id': store.get_meta(conn, 'embed_model_id') or '',
         'embed_dim': int(store.get_meta(conn, 'embed_dim') or 0),
         'reindex_in_progress': store.get_meta(conn, 'reindex_in_progress') is not None,
-        'memories_total': sum(counts('status', '1').values()),
-        'by_status': counts('status', '1'),
-        'by_collection': counts('collection'), 'by_type': counts('type'),
-        'by_kind': counts('kind'), 'by_category': counts('category'),
+        'memories_total': sum(by_status.values()), 'by_status': by_status,
+        'by_collection': reports.count_by(conn, 'collection'),
+        'by_type': reports.count_by(conn, 'type'), 'by_kind': reports.count_by(conn, 'kind'),
+        'by_category': reports.count_by(conn, 'category'),
         'sessions': {'total': sessions[0], 'ended': sessions[1],
                      'open': sessions[0] - sessions[1]},
         'oldest': span[0], 'newest': span[1],
-        'pending_embeddings': conn.execute(
-            f'SELECT COUNT(*) FROM memories WHERE embedded = 0 AND {active}').fetchone()[0],
-        'below_recall_threshold': conn.execute(
-            f'SELECT COUNT(*) FROM memories WHERE {active} AND confidence < ?',
-            (ctx.config.default_min_confidence,)).fetchone()[0],
+        'pending_embeddings': store.count_unembedded(conn, active_only=True),
+        'below_recall_threshold': reports.count_below(conn, ctx.config.default_min_confidence),
         'confidence_histogram': _histogram(conn),
         'growth_per_day': _growth(conn, ctx.clock()),
     }
@@ -83,10 +73,8 @@ def _growth(conn: Any, now: float, days: int = GROWTH_DAYS) -> list[dict[str, An
     operator reads to see how fast the store grows (and what retention has to keep up with).
     """
     first = (int(now // DAY_S) - days + 1) * DAY_S
-    rows = conn.execute('SELECT CAST(created_at / 86400 AS INTEGER) AS day, type, COUNT(*) '
-                        'FROM memories WHERE created_at >= ? GROUP BY day, type', (first,))
     by_day: dict[int, dict[str, int]] = {}
-    for day, type_, count in rows:
+    for day, type_, count in reports.stored_per_day(conn, first):
         by_day.setdefault(day, {})[type_] = count
     out = []
     for day in range(int(first // DAY_S), int(now // DAY_S) + 1):
@@ -99,10 +87,7 @@ def _growth(conn: Any, now: float, days: int = GROWTH_DAYS) -> list[dict[str, An
 
 def _histogram(conn: Any) -> list[dict[str, Any]]:
     """Active memories per confidence decile: how far decay has pushed the store."""
-    found = dict(conn.execute(
-        f'SELECT MIN(MAX(CAST(confidence * {HISTOGRAM_BINS} AS INTEGER), 0), '
-        f"{HISTOGRAM_BINS - 1}) AS bin, COUNT(*) FROM memories WHERE status = 'active' "
-        f'GROUP BY bin'))
+    found = reports.confidence_bins(conn, HISTOGRAM_BINS)
     return [{'lo': b / HISTOGRAM_BINS, 'hi': (b + 1) / HISTOGRAM_BINS, 'count': found.get(b, 0)}
             for b in range(HISTOGRAM_BINS)]
 
@@ -112,15 +97,7 @@ def _histogram(conn: Any) -> list[dict[str, Any]]:
 def sessions(ctx: EngineContext, collection: str = '', limit: int = 100
              ) -> list[dict[str, Any]]:
     """Most recent sessions first, with how many facts and perceptions each still holds."""
-    sql = ('SELECT s.id, s.collection, s.started_at, s.ended_at, s.outcome_score, '
-           "COALESCE(SUM(m.type = 'fact'), 0) AS facts, "
-           "COALESCE(SUM(m.type = 'perception'), 0) AS perceptions "
-           'FROM sessions s LEFT JOIN memories m ON m.session_id = s.id '
-           "AND m.status != 'forgotten' WHERE (:c = '' OR s.collection = :c) "
-           'GROUP BY s.id ORDER BY s.started_at DESC, s.id LIMIT :lim')
-    rows = _guard(ctx, lambda: ctx.db.reader().execute(
-        sql, {'c': collection, 'lim': int(limit)}).fetchall())
-    return [dict(row) for row in rows]
+    return _guard(ctx, lambda: reports.session_list(ctx.db.reader(), collection, limit))
 
 
 def episode(ctx: EngineContext, session_id: str) -> dict[str, Any]:
@@ -137,9 +114,7 @@ def _episode(ctx: EngineContext, session_id: str) -> dict[str, Any]:
     session = dict(row)
     session['context'] = json.loads(session.pop('context_json') or '{}')
     session['summary'] = json.loads(session.pop('summary_json') or 'null')
-    ids = [r[0] for r in conn.execute(
-        "SELECT id FROM memories WHERE session_id = ? AND status != 'forgotten' "
-        'ORDER BY created_at, id', (session_id,))]
+    ids = reports.episode_ids(conn, session_id)
     memories = []
     for start in range(0, len(ids), FETCH_CHUNK):
         chunk = ids[start:start + FETCH_CHUNK]
@@ -151,13 +126,11 @@ def _episode(ctx: EngineContext, session_id: str) -> dict[str, Any]:
 def iter_memories(ctx: EngineContext, collection: str = '', *,
                   include_superseded: bool = False) -> Iterator[MemoryRecord]:
     """Yield memories in id order, a chunk at a time, so a whole store never sits in RAM."""
-    where = "status = 'active'" if not include_superseded else "status != 'forgotten'"
     last_id = 0
     while True:
-        ids = _guard(ctx, lambda: [r[0] for r in ctx.db.reader().execute(
-            f"SELECT id FROM memories WHERE {where} AND (:c = '' OR collection = :c) "
-            'AND id > :last ORDER BY id LIMIT :lim',
-            {'c': collection, 'last': last_id, 'lim': FETCH_CHUNK})])
+        ids = _guard(ctx, lambda: reports.memory_ids_page(
+            ctx.db.reader(), collection, after=last_id, limit=FETCH_CHUNK,
+            include_superseded=include_superseded))
         if not ids:
             return
         records = _guard(ctx, lambda: store.fetch_records(ctx.db.reader(), ids))
@@ -173,11 +146,8 @@ def history(ctx: EngineContext, memory_id: int) -> list[dict[str, Any]]:
 
 def _history(ctx: EngineContext, memory_id: int) -> list[dict[str, Any]]:
     conn = ctx.db.reader()
-    rows = conn.execute('SELECT id, event, old_content, new_content, reason, actor, '
-                        'details_json, created_at FROM history WHERE memory_id = ? ORDER BY id',
-                        (memory_id,)).fetchall()
-    if not rows and conn.execute('SELECT 1 FROM memories WHERE id = ?',
-                                 (memory_id,)).fetchone() is None:
+    rows = reports.history_rows(conn, memory_id)
+    if not rows and store.get_memory(conn, memory_id) is None:
         raise NotFoundError(f'memory {memory_id} does not exist')
     out = []
     for row in rows:
@@ -218,9 +188,7 @@ def cleanup_exact_duplicates(ctx: EngineContext, collection: str, dry_run: bool
 
 def _plan(conn: Any, collection: str) -> list[dict[str, Any]]:
     groups: dict[str, list[Any]] = {}
-    for row in conn.execute('SELECT id, content, confidence, created_at FROM memories '
-                            "WHERE collection = ? AND status = 'active' AND type = 'fact' "
-                            'ORDER BY id', (collection,)):
+    for row in reports.active_facts(conn, collection):
         groups.setdefault(textmod.content_hash(row['content']), []).append(row)
     ops: list[dict[str, Any]] = []
     for group in (g for g in groups.values() if len(g) > 1):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from robotmem_ros.engine import store
+
 PRUNE_BATCH = 5000
 DAY_S = 86_400.0
 
@@ -19,14 +21,6 @@ def prune_perceptions(conn: Any, *, now: float, days: float, limit: int = PRUNE_
     """Delete up to ``limit`` untouched perceptions older than ``days``; return how many."""
     if days <= 0:
         return 0
-    ids = [row[0] for row in conn.execute(
-        "SELECT id FROM memories WHERE type = 'perception' AND access_count = 0 "
-        'AND created_at < ? ORDER BY created_at LIMIT ?', (now - days * DAY_S, int(limit)))]
-    if not ids:
-        return 0
-    rows = [(memory_id,) for memory_id in ids]
-    for table, column in (('tags', 'memory_id'), ('history', 'memory_id'),
-                          ('memory_vectors', 'memory_id'), ('memory_embeddings', 'memory_id'),
-                          ('memories_fts', 'rowid'), ('memories', 'id')):
-        conn.executemany(f'DELETE FROM {table} WHERE {column} = ?', rows)
+    ids = store.untouched_perceptions(conn, now - days * DAY_S, limit)
+    store.purge(conn, ids)
     return len(ids)

@@ -167,15 +167,20 @@ MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def version(conn: Any) -> int:
+    """Return the schema version the file is at (SQLite's user_version)."""
+    return conn.execute('PRAGMA user_version').fetchone()[0]
+
+
 def migrate(conn: Any) -> int:
     """Bring the schema to SCHEMA_VERSION inside the caller's transaction; return the old one."""
-    version = conn.execute('PRAGMA user_version').fetchone()[0]
-    if version > SCHEMA_VERSION:
+    current = version(conn)
+    if current > SCHEMA_VERSION:
         raise StorageError(
-            f'database schema version {version} is newer than this robotmem '
+            f'database schema version {current} is newer than this robotmem '
             f'({SCHEMA_VERSION}); upgrade robotmem_ros')
-    for number in range(version, SCHEMA_VERSION):
+    for number in range(current, SCHEMA_VERSION):
         for statement in MIGRATIONS[number]:
             conn.execute(statement)
         conn.execute(f'PRAGMA user_version={number + 1}')
-    return version
+    return current

@@ -1,9 +1,12 @@
 """
-Row-level SQL of the memory store: one place for every statement that touches a table.
+Row-level SQL of the memory store: the statements of learn, recall, sessions and maintenance.
 
+SQL lives in store modules only: this one, and a sibling ``*_store.py`` for a part whose queries
+are its own (jaccard_store: dedup candidates; vector_store: the vector index; report_store:
+operator reports; consistency_store: the doctor; transfer_store: export and import).
 Functions take the connection to use, so the caller decides whether a statement runs inside the
-writer's transaction or on a reader. The FTS and vector tables are kept in step with
-``memories`` here and nowhere else.
+writer's transaction or on a reader; sqlite errors are typed by the database layer. A memory's
+FTS row, vector and tags are written in step with ``memories`` by the functions here.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine.database import Error as SqlError
 from robotmem_ros.engine.vector_index import code_of, to_blob
 from robotmem_ros.types import MemoryRecord
 
@@ -47,12 +49,21 @@ def fetch_records(conn: Any, ids: Sequence[int]) -> dict[int, MemoryRecord]:
     marks = ','.join('?' * len(ids))
     rows = conn.execute(f'SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id IN ({marks})',
                         list(ids)).fetchall()
+    tags = tags_of(conn, ids)
+    return {row['id']: record_of(row, tags.get(row['id'], ())) for row in rows}
+
+
+def tags_of(conn: Any, ids: Sequence[int]) -> dict[int, list[str]]:
+    """Return the tags of memories ``ids`` in name order, keyed by id (untagged ones absent)."""
     tags: dict[int, list[str]] = {}
-    for tag_row in conn.execute(
+    if not ids:
+        return tags
+    marks = ','.join('?' * len(ids))
+    for memory_id, tag in conn.execute(
             f'SELECT memory_id, tag FROM tags WHERE memory_id IN ({marks}) ORDER BY tag',
             list(ids)):
-        tags.setdefault(tag_row[0], []).append(tag_row[1])
-    return {row['id']: record_of(row, tags.get(row['id'], ())) for row in rows}
+        tags.setdefault(memory_id, []).append(tag)
+    return tags
 
 
 # --- meta ------------------------------------------------------------------------------------
@@ -122,10 +133,8 @@ def insert_memory(conn: Any, *, type_: str, content: str, collection: str, sessi
          json.dumps(context, ensure_ascii=False), created_at, created_at, decay_ref, origin,
          gid))
     memory_id = cur.lastrowid
-    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
-                 (memory_id, textmod.fts_index_text(content)))
-    conn.executemany('INSERT OR IGNORE INTO tags(memory_id, tag) VALUES (?, ?)',
-                     [(memory_id, t) for t in tags])
+    index_text(conn, memory_id, content)
+    add_tags(conn, memory_id, tags)
     add_history(conn, memory_id, 'create', new_content=content, created_at=created_at)
     return memory_id
 
@@ -145,6 +154,18 @@ def add_history(conn: Any, memory_id: int, event: str, *, created_at: float,
         'details_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
         (memory_id, event, old_content, new_content, reason, actor,
          json.dumps(details or {}, ensure_ascii=False), created_at))
+
+
+def get_active(conn: Any, memory_id: int) -> Any:
+    """Return the text and context of memory ``memory_id`` while it is active, else None."""
+    return conn.execute('SELECT content, context_json FROM memories WHERE id = ? '
+                        "AND status = 'active'", (memory_id,)).fetchone()
+
+
+def reinforce(conn: Any, memory_id: int, now: float) -> None:
+    """Count one more sighting of a memory (a duplicate learn, another robot's same fact)."""
+    conn.execute('UPDATE memories SET reinforce_count = reinforce_count + 1, last_seen = ? '
+                 'WHERE id = ?', (now, memory_id))
 
 
 def find_active_by_hash(conn: Any, collection: str, content: str) -> int | None:
@@ -169,7 +190,7 @@ def set_status(conn: Any, memory_id: int, status: str, *, now: float,
                  (status, superseded_by, now, memory_id))
     delete_vector(conn, memory_id)
     if status == 'forgotten':
-        conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+        unindex_text(conn, memory_id)
 
 
 def replace_content(conn: Any, memory_id: int, content: str, context: dict) -> None:
@@ -178,10 +199,26 @@ def replace_content(conn: Any, memory_id: int, content: str, context: dict) -> N
                  'embedded = 0 WHERE id = ?',
                  (content, textmod.content_hash(content),
                   json.dumps(context, ensure_ascii=False), memory_id))
-    conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+    unindex_text(conn, memory_id)
+    index_text(conn, memory_id, content)
+    delete_vector(conn, memory_id)
+
+
+def index_text(conn: Any, memory_id: int, content: str) -> None:
+    """Add a memory's FTS row: the tokens recall and the Jaccard layer match on."""
     conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
                  (memory_id, textmod.fts_index_text(content)))
-    delete_vector(conn, memory_id)
+
+
+def unindex_text(conn: Any, memory_id: int) -> None:
+    """Remove a memory's FTS row (absent is fine), so no text search finds it any more."""
+    conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+
+
+def add_tags(conn: Any, memory_id: int, tags: Iterable[str]) -> None:
+    """Attach tags to a memory; a tag it already has is kept once."""
+    conn.executemany('INSERT OR IGNORE INTO tags(memory_id, tag) VALUES (?, ?)',
+                     [(memory_id, tag) for tag in tags])
 
 
 # --- vectors ---------------------------------------------------------------------------------
@@ -205,6 +242,11 @@ def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
     conn.execute('INSERT OR REPLACE INTO memory_embeddings(memory_id, embedding) VALUES (?, ?)',
                  (memory_id, to_blob(vector)))
     conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
+
+
+def mark_unembedded(conn: Any, memory_id: int) -> None:
+    """Queue a memory for a new vector (embed_pending writes it)."""
+    conn.execute('UPDATE memories SET embedded = 0 WHERE id = ?', (memory_id,))
 
 
 def get_vectors(conn: Any, ids: Sequence[int]) -> dict[int, np.ndarray]:
@@ -255,20 +297,20 @@ def context_sql(context: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
             [item for pair in context for item in pair])
 
 
-def adopt_legacy_vectors(conn: Any) -> int:
+def adopt_legacy_vectors(conn: Any, *, vec_loaded: bool) -> int:
     """
     Move the vectors of a sqlite-vec ``memories_vec`` table (schema 1) into memory_vectors.
 
-    Needs sqlite-vec loaded to read the old table; without it the memories are marked for
-    re-embedding instead, so no vector is silently lost. Returns the rows moved.
+    Needs sqlite-vec loaded to read the old table (``vec_loaded``, Database.has_vec); without
+    it the memories are marked for re-embedding instead, so no vector is silently lost.
+    Returns the rows moved.
     """
     if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_vec'").fetchone() is None:
         return 0
-    try:
-        rows = conn.execute('SELECT memory_id, embedding FROM memories_vec').fetchall()
-    except SqlError:  # the vec0 module is not loaded: re-embed instead
+    if not vec_loaded:  # the vec0 module cannot read the table: re-embed instead
         conn.execute('UPDATE memories SET embedded = 0 WHERE embedded = 1')
         return 0
+    rows = conn.execute('SELECT memory_id, embedding FROM memories_vec').fetchall()
     for memory_id, blob in rows:
         put_vector(conn, memory_id, np.frombuffer(blob, dtype='<f4'))
     conn.execute('DROP TABLE memories_vec')
@@ -366,10 +408,74 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
     return [(row[0], row[1]) for row in rows]
 
 
-def not_in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
+def _not_in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
     """Return ``column NOT IN (?, ...)`` and its parameters, in a stable order."""
     names = sorted(values)
     return f'{column} NOT IN ({",".join("?" * len(names))})', names
+
+
+# --- end of session: consolidation, decay, retention -------------------------------------------
+
+def mergeable_facts(conn: Any, session_id: str, collection: str, max_confidence: float,
+                    protected: Iterable[str]) -> list[Any]:
+    """
+    Return the session's active facts consolidation may merge, oldest first.
+
+    (id, content, category, confidence, access_count, created_at) of facts below
+    ``max_confidence`` whose category is not in ``protected``.
+    """
+    spared, categories = _not_in('category', protected)
+    return conn.execute(
+        'SELECT id, content, category, confidence, access_count, created_at FROM memories '
+        "WHERE session_id = ? AND collection = ? AND status = 'active' AND type = 'fact' "
+        f'AND confidence < ? AND {spared} ORDER BY created_at, id',
+        [session_id, collection, max_confidence, *categories]).fetchall()
+
+
+def decay_candidates(conn: Any, collection: str, protected: Iterable[str]) -> list[Any]:
+    """
+    Return (id, confidence, reference time) of the active memories decay may lower.
+
+    The reference is the latest of creation, last recall, last reinforcement and the time up
+    to which decay was already applied; memories of a ``protected`` category are left out.
+    """
+    spared, categories = _not_in('category', protected)
+    return conn.execute(
+        'SELECT id, confidence, MAX(created_at, COALESCE(last_accessed, 0), '
+        'COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref FROM memories '
+        f"WHERE collection = ? AND status = 'active' AND {spared}",
+        [collection, *categories]).fetchall()
+
+
+def set_decayed(conn: Any, updates: Iterable[tuple[float, float, int]]) -> None:
+    """Write (new confidence, decay applied up to, memory id) for each decayed memory."""
+    conn.executemany('UPDATE memories SET confidence = ?, decay_ref = ? WHERE id = ?',
+                     list(updates))
+
+
+def untouched_perceptions(conn: Any, before: float, limit: int) -> list[int]:
+    """Return ids of perceptions made before ``before`` that no recall returned, oldest first."""
+    return [row[0] for row in conn.execute(
+        "SELECT id FROM memories WHERE type = 'perception' AND access_count = 0 "
+        'AND created_at < ? ORDER BY created_at LIMIT ?', (before, int(limit)))]
+
+
+def purge(conn: Any, ids: Sequence[int]) -> None:
+    """Delete memories for good: row, FTS row, vector, tags and history."""
+    rows = [(memory_id,) for memory_id in ids]
+    for table, column in (('tags', 'memory_id'), ('history', 'memory_id'),
+                          ('memory_vectors', 'memory_id'), ('memory_embeddings', 'memory_id'),
+                          ('memories_fts', 'rowid'), ('memories', 'id')):
+        conn.executemany(f'DELETE FROM {table} WHERE {column} = ?', rows)
+
+
+def contents(conn: Any, ids: Sequence[int]) -> dict[int, str]:
+    """Return the text of memories ``ids``, keyed by id."""
+    if not ids:
+        return {}
+    marks = ','.join('?' * len(ids))
+    return dict(conn.execute(f'SELECT id, content FROM memories WHERE id IN ({marks})',
+                             list(ids)))
 
 
 # --- statements of the engine facade -----------------------------------------------------------

@@ -16,9 +16,10 @@ import os
 import pathlib
 from typing import Any, Callable, Iterator
 
-from robotmem_ros.engine import store
-from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine import store, transfer_store
 from robotmem_ros.engine.context import EngineContext
+from robotmem_ros.engine.database import snapshot
+from robotmem_ros.engine.transfer_store import COUNTERS, TIMES
 from robotmem_ros.engine.validation import (check_count, check_finite, check_range, check_text,
                                             check_timestamp)
 from robotmem_ros.errors import StorageError, ValidationError
@@ -29,8 +30,6 @@ VERSION = 1
 BATCH = 500
 Progress = Callable[[int, int], None]
 _SESSION_FIELDS = ('id', 'collection', 'started_at', 'ended_at', 'outcome_score')
-_TIMES = ('last_accessed', 'last_seen', 'decay_ref', 'valid_from', 'valid_until')
-_COUNTERS = ('access_count', 'reinforce_count')
 
 
 # --- export ----------------------------------------------------------------------------------
@@ -42,13 +41,9 @@ def export_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str
     target = pathlib.Path(path)
     partial = target.with_name(target.name + '.partial')
     try:
-        with ctx.db.read() as conn:
-            conn.execute('BEGIN')  # one snapshot: the node may write meanwhile
-            try:
-                with open(partial, 'w', encoding='utf-8') as out:
-                    counts = _write(conn, out, collection, include_forgotten, progress)
-            finally:
-                conn.execute('ROLLBACK')
+        with ctx.db.read() as reader, snapshot(reader) as conn:
+            with open(partial, 'w', encoding='utf-8') as out:
+                counts = _write(conn, out, collection, include_forgotten, progress)
         os.replace(partial, target)
     except OSError as exc:
         partial.unlink(missing_ok=True)
@@ -61,16 +56,9 @@ def export_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str
 
 def _write(conn: Any, out: Any, collection: str, include_forgotten: bool,
            progress: Progress | None) -> dict[str, int]:
-    where = ["(:c = '' OR collection = :c)"]
-    if not include_forgotten:
-        where.append("status != 'forgotten'")
-    cond = ' AND '.join(where)
-    params = {'c': collection}
-    total = conn.execute(f'SELECT COUNT(*) FROM memories WHERE {cond}', params).fetchone()[0]
-    sessions = conn.execute(
-        "SELECT * FROM sessions WHERE (:c = '' OR collection = :c) OR id IN "
-        f'(SELECT session_id FROM memories WHERE {cond}) ORDER BY started_at, id',
-        params).fetchall()
+    total = transfer_store.count_exported(conn, collection, include_forgotten=include_forgotten)
+    sessions = transfer_store.exported_sessions(conn, collection,
+                                                include_forgotten=include_forgotten)
     _line(out, {'record': 'header', 'format': FORMAT, 'version': VERSION,
                 'model_id': store.get_meta(conn, 'embed_model_id') or '',
                 'sessions': len(sessions), 'memories': total})
@@ -82,16 +70,11 @@ def _write(conn: Any, out: Any, collection: str, include_forgotten: bool,
     done = 0
     last_id = 0
     while True:
-        rows = conn.execute(f'SELECT * FROM memories WHERE {cond} AND id > :last '
-                            'ORDER BY id LIMIT :lim',
-                            {**params, 'last': last_id, 'lim': BATCH}).fetchall()
+        rows = transfer_store.exported_page(conn, collection, include_forgotten=include_forgotten,
+                                            after=last_id, limit=BATCH)
         if not rows:
             break
-        tags: dict[int, list[str]] = {}
-        marks = ','.join('?' * len(rows))
-        for mid, tag in conn.execute(f'SELECT memory_id, tag FROM tags WHERE memory_id IN '
-                                     f'({marks}) ORDER BY tag', [r['id'] for r in rows]):
-            tags.setdefault(mid, []).append(tag)
+        tags = store.tags_of(conn, [r['id'] for r in rows])
         for row in rows:
             _line(out, {'record': 'memory', **_memory_item(row, tags.get(row['id'], []))})
         done += len(rows)
@@ -104,7 +87,7 @@ def _write(conn: Any, out: Any, collection: str, include_forgotten: bool,
 def _memory_item(row: Any, tags: list[str]) -> dict[str, Any]:
     item = {name: row[name] for name in (
         'id', 'type', 'content', 'collection', 'session_id', 'category', 'perception_type',
-        'kind', 'confidence', 'status', 'superseded_by', 'created_at', *_TIMES, *_COUNTERS)}
+        'kind', 'confidence', 'status', 'superseded_by', 'created_at', *TIMES, *COUNTERS)}
     item['context'] = json.loads(row['context_json'] or '{}')
     item['tags'] = tags
     return item
@@ -132,7 +115,7 @@ def import_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str
     now = ctx.clock()
     with ctx.db.write() as conn:
         for item in sessions:
-            report['sessions'] += _put_session(conn, item)
+            report['sessions'] += transfer_store.restore_session(conn, item)
     for start in range(0, len(memories), BATCH):
         with ctx.db.write() as conn:
             for line, item in memories[start:start + BATCH]:
@@ -151,20 +134,8 @@ def import_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str
     # the same file stored are skipped as existing above, so they are linked here too; only
     # a missing link is filled, never one the store already holds.
     with ctx.db.write() as conn:
-        conn.executemany('UPDATE memories SET superseded_by = ? WHERE id = ? '
-                         'AND superseded_by IS NULL',
-                         [(id_map.get(old), new) for new, old in superseded])
+        transfer_store.link_superseded(conn, [(id_map.get(old), new) for new, old in superseded])
     return report
-
-
-def _put_session(conn: Any, item: dict[str, Any]) -> int:
-    cur = conn.execute(
-        'INSERT INTO sessions(id, collection, context_json, started_at, ended_at, '
-        'outcome_score, summary_json) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING',
-        (item['id'], item['collection'], json.dumps(item['context'], ensure_ascii=False),
-         item['started_at'], item['ended_at'], item['outcome_score'],
-         None if item['summary'] is None else json.dumps(item['summary'], ensure_ascii=False)))
-    return cur.rowcount
 
 
 def _existing(conn: Any, item: dict[str, Any]) -> int | None:
@@ -172,12 +143,7 @@ def _existing(conn: Any, item: dict[str, Any]) -> int | None:
         found = store.find_active_by_hash(conn, item['collection'], item['content'])
         if found is not None:
             return found
-    row = conn.execute(
-        'SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND type = ? '
-        'AND created_at = ? AND session_id IS ?',
-        (item['collection'], textmod.content_hash(item['content']), item['type'],
-         item['created_at'], item['session_id'])).fetchone()
-    return row[0] if row else None
+    return transfer_store.find_identical(conn, item)
 
 
 def _insert(conn: Any, item: dict[str, Any], now: float) -> int:
@@ -189,22 +155,8 @@ def _insert(conn: Any, item: dict[str, Any], now: float) -> int:
     """
     if item['session_id']:
         store.ensure_session(conn, item['session_id'], item['collection'], item['created_at'])
-    columns = ('type', 'content', 'collection', 'session_id', 'category', 'perception_type',
-               'kind', 'confidence', 'status', 'created_at', *_TIMES, *_COUNTERS)
-    row = {name: item[name] for name in columns}
-    row['valid_from'] = item['valid_from'] if item['valid_from'] is not None \
-        else item['created_at']
-    cur = conn.execute(
-        f'INSERT INTO memories({", ".join(columns)}, content_hash, context_json) '
-        f'VALUES ({", ".join(":" + c for c in columns)}, :content_hash, :context_json)',
-        {**row, 'content_hash': textmod.content_hash(item['content']),
-         'context_json': json.dumps(item['context'], ensure_ascii=False)})
-    memory_id = cur.lastrowid
-    if item['status'] != 'forgotten':
-        conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
-                     (memory_id, textmod.fts_index_text(item['content'])))
-    conn.executemany('INSERT OR IGNORE INTO tags(memory_id, tag) VALUES (?, ?)',
-                     [(memory_id, tag) for tag in item['tags']])
+    valid_from = item['valid_from'] if item['valid_from'] is not None else item['created_at']
+    memory_id = transfer_store.restore_memory(conn, {**item, 'valid_from': valid_from})
     store.add_history(conn, memory_id, 'import', created_at=now, new_content=item['content'],
                       actor='import', details={'source_id': item['id']})
     return memory_id
@@ -284,9 +236,9 @@ def _memory(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
         item['session_id'] = _text(obj, 'session_id', where)
     if item['superseded_by'] is not None:
         item['superseded_by'] = _int(obj, 'superseded_by', where)
-    for name in _TIMES:
+    for name in TIMES:
         item[name] = _time(obj, name, where, optional=True)
-    for name in _COUNTERS:
+    for name in COUNTERS:
         item[name] = _int(obj, name, where, minimum=0)
     tags = obj.get('tags', [])
     if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):

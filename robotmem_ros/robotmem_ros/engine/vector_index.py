@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from robotmem_ros.engine import vector_store
+
 # Float vectors re-read per search; small filtered sets are rescored entirely (exact). The
 # pool also grows with the filtered set: sign bits rank near-duplicates coarsely, and a fixed
 # 256 gave recall@10 0.97 at 100k but 0.69 at 1M on the scale bench's vectors; a share of
@@ -85,10 +87,7 @@ class VectorIndex:
         conn = self._reader()
         loaded = 0
         while True:  # in chunks: a million Python rows at once would double the start RSS
-            rows = conn.execute(
-                'SELECT seq, memory_id, code, collection, session_id, is_fact '
-                'FROM memory_vectors WHERE seq > ? ORDER BY seq LIMIT ?',
-                (self._last_seq, LOAD_CHUNK)).fetchall()
+            rows = vector_store.codes_since(conn, self._last_seq, LOAD_CHUNK)
             if rows:
                 with self._lock:
                     self._append(rows)
@@ -189,13 +188,7 @@ class VectorIndex:
         """Exact cosine of candidates that still hold that vector and are still active."""
         wanted = set(zip(ids.tolist(), seqs.tolist()))
         unique = sorted({memory_id for memory_id, _ in wanted})
-        marks = ','.join('?' * len(unique))
-        rows = conn.execute(
-            f'SELECT m.id, v.seq, e.embedding FROM memories m '
-            f'JOIN memory_vectors v ON v.memory_id = m.id '
-            f'JOIN memory_embeddings e ON e.memory_id = m.id '
-            f"WHERE m.id IN ({marks}) AND m.status = 'active'{where[0]}",
-            [*unique, *where[1]]).fetchall()
+        rows = vector_store.active_embeddings(conn, unique, where)
         live = [r for r in rows if (r[0], r[1]) in wanted]
         if not live:
             return {}

@@ -21,6 +21,7 @@ from robotmem_ros.errors import StorageError
 from robotmem_ros.fleet.hub_schema import CHANNEL, hub_version, SCHEMA_VERSION
 
 CONNECT_TIMEOUT_S = 3
+OWNER_CONNECT_TIMEOUT_S = 5  # the CLI, run by an operator (robots use the one above)
 STATEMENT_TIMEOUT_MS = 30_000
 PUSH_COLUMNS = ('gid', 'robot_id', 'collection', 'type', 'content', 'category', 'kind',
                 'confidence', 'context', 'status', 'superseded_by', 'created_at', 'model',
@@ -84,6 +85,21 @@ def connect(url: str, password: str | None = None) -> Any:
         conn.close()
         raise
     return conn
+
+
+def connect_owner(url: str, password: str | None = None) -> Any:
+    """
+    Open the hub owner's autocommit connection (migrate, add-robot); StorageError if not.
+
+    No schema check and no vector type, unlike :func:`connect`: migrate is what creates them.
+    """
+    kwargs: dict[str, Any] = {'autocommit': True, 'connect_timeout': OWNER_CONNECT_TIMEOUT_S}
+    if password is not None:
+        kwargs['password'] = password
+    try:
+        return psycopg.connect(url, **kwargs)
+    except psycopg.Error as exc:
+        raise StorageError(f'fleet hub unreachable: {_first_line(exc)}') from exc
 
 
 def _first_line(exc: BaseException) -> str:

@@ -18,8 +18,8 @@ import numpy as np
 
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import dedup, store
-from robotmem_ros.engine.database import IntegrityError
-from robotmem_ros.errors import ConfigError
+from robotmem_ros.engine.database import savepoint, snapshot
+from robotmem_ros.errors import ConfigError, ConflictError
 from robotmem_ros.fleet.hub import HubRow, Watermark
 
 ROW_COLUMNS = ('m.collection, m.type, m.content, m.category, m.kind, m.confidence, '
@@ -95,16 +95,13 @@ def clear_overflow(conn: Any, seen: int) -> None:
 def outbox_batch(conn: Any, ident: Identity, limit: int, model: str, dim: int
                  ) -> tuple[list[tuple[int, int]], list[HubRow]]:
     """Read the oldest queued changes as hub rows, in one snapshot, with their versions."""
-    conn.execute('BEGIN')
-    try:
+    with snapshot(conn):
         rows = conn.execute(f'SELECT o.memory_id, o.version, {ROW_COLUMNS} FROM fleet_outbox o '
                             f'LEFT JOIN memories m ON m.id = o.memory_id '
                             f'ORDER BY o.memory_id LIMIT ?', (int(limit),)).fetchall()
         keys = [(r['memory_id'], r['version']) for r in rows]
         present = [r for r in rows if r['type'] is not None]
         return keys, hub_rows(conn, ident, present, model, dim)
-    finally:
-        conn.execute('COMMIT')
 
 
 def hub_rows(conn: Any, ident: Identity, rows: Sequence[Any], model: str, dim: int
@@ -171,8 +168,7 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
             verdict = dedup.check(conn, row.content, collection=row.collection, session_id='',
                                   vector=vector, config=config, now=now)
             if verdict.is_duplicate:
-                conn.execute('UPDATE memories SET reinforce_count = reinforce_count + 1, '
-                             'last_seen = ? WHERE id = ?', (now, verdict.existing_id))
+                store.reinforce(conn, verdict.existing_id, now)
                 store.add_history(conn, verdict.existing_id, 'reinforce', created_at=now,
                                   actor=f'fleet:{row.robot_id}',
                                   reason=f'robot {row.robot_id} learned it too '
@@ -217,15 +213,12 @@ def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None
     conn.execute('UPDATE memories SET category = ?, kind = ? WHERE id = ?',
                  (row.category, row.kind, memory_id))
     if row.content != local['content']:
-        conn.execute('SAVEPOINT pulled')
         try:
-            store.replace_content(conn, memory_id, row.content, row.context)
-        except IntegrityError:  # the new text equals another active fact here: that one stands
-            conn.execute('ROLLBACK TO pulled')
-            conn.execute('RELEASE pulled')
+            with savepoint(conn, 'pulled'):
+                store.replace_content(conn, memory_id, row.content, row.context)
+        except ConflictError:  # the new text equals another active fact here: that one stands
             store.set_status(conn, memory_id, 'superseded', now=now)
             return
-        conn.execute('RELEASE pulled')
         if vector is not None:
             store.put_vector(conn, memory_id, vector)
         store.add_history(conn, memory_id, 'update', created_at=now, old_content=local['content'],

@@ -1,0 +1,40 @@
+"""
+SQL of the in-memory vector index (engine/vector_index.py): its load and its exact rescoring.
+
+The index holds sign-bit codes in RAM and only proposes candidates; these two reads feed it the
+rows of ``memory_vectors`` and give it the float vectors that decide. The writes of vectors
+(put, delete) are row-level and live in store.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+def codes_since(conn: Any, seq: int, limit: int) -> list[Any]:
+    """
+    Return (seq, memory_id, code, collection, session_id, is_fact) rows after ``seq``.
+
+    Every vector write takes a new seq, so reading past the last one seen picks up what any
+    process stored since.
+    """
+    return conn.execute('SELECT seq, memory_id, code, collection, session_id, is_fact '
+                        'FROM memory_vectors WHERE seq > ? ORDER BY seq LIMIT ?',
+                        (seq, limit)).fetchall()
+
+
+def active_embeddings(conn: Any, ids: Sequence[int],
+                      where: tuple[str, list[Any]]) -> list[Any]:
+    """
+    Return (id, seq, float vector) of the memories ``ids`` that are active and meet ``where``.
+
+    ``where`` is SQL on ``memories m`` and its parameters (store.context_sql); the seq lets
+    the index drop a candidate whose vector was replaced after it was loaded.
+    """
+    marks = ','.join('?' * len(ids))
+    return conn.execute(
+        f'SELECT m.id, v.seq, e.embedding FROM memories m '
+        f'JOIN memory_vectors v ON v.memory_id = m.id '
+        f'JOIN memory_embeddings e ON e.memory_id = m.id '
+        f"WHERE m.id IN ({marks}) AND m.status = 'active'{where[0]}",
+        [*ids, *where[1]]).fetchall()
