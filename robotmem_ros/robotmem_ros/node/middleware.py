@@ -12,11 +12,15 @@ also after 80 s; with this profile none did (docs/reliability.md, "Fresh clients
 ``bench/bench_fresh_clients.py``). Jazzy's Fast DDS 2.14 does not wait on type lookups and
 ignores the property.
 
-An endpoint announced without type information is matched by type name at once, as before
-XTypes, so the node announces its own endpoints that way (``fastdds.type_propagation:
-disabled``). Clients need no change. The ROS type hash still travels in each endpoint's user
-data, so mismatched interface versions are still told apart. The profile is used only when the
-user has not chosen one through ``FASTDDS_DEFAULT_PROFILES_FILE``.
+The same wait can strike the node itself: a client's request writer held back by the node
+leaves its requests unread, though the client sees the service ready.
+
+With ``fastdds.type_propagation: disabled`` the node announces its endpoints without type
+information, so peers match them by type name at once, as before XTypes; and the node's
+participant has no type-lookup service, so it matches its peers' endpoints by type name too
+and never waits on a lookup. Clients need no change. The ROS type hash still travels in each
+endpoint's user data, so mismatched interface versions are still told apart. The profile is
+used only when the user has not chosen one through ``FASTDDS_DEFAULT_PROFILES_FILE``.
 """
 
 from __future__ import annotations
