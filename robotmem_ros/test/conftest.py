@@ -148,10 +148,11 @@ class NodeProcess(NodeSubprocess):
         return super().stop(sig, timeout)
 
 
-def module_node(ros: RosClient, tmp_path_factory: Any, name: str) -> Iterator[NodeProcess]:
-    """Serve one BM25-only node to a whole test module (its tests use their own collections)."""
+def module_node(ros: RosClient, tmp_path_factory: Any, name: str,
+                **params: Any) -> Iterator[NodeProcess]:
+    """Serve one node (default: BM25-only) to a whole test module; tests use own collections."""
     tmp = tmp_path_factory.mktemp(name)
-    proc = NodeProcess(ros, tmp / 'memory.db', tmp / 'node.log', embed_backend='none')
+    proc = NodeProcess(ros, tmp / 'memory.db', tmp / 'node.log', **params)
     proc.status()
     yield proc
     assert proc.stop() == 0, proc.log()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from conftest import NodeProcess
+from conftest import module_node, wait_until
 import pytest
 from robotmem_ros.node import middleware
 from robotmem_ros.testing import fresh_client_lanes
@@ -27,11 +27,7 @@ CALL_TIMEOUT_S = 60.0
 @pytest.fixture(scope='module')
 def node(ros, tmp_path_factory):
     """One node with its embedder, as a robot runs it (Learn then embeds at once)."""
-    tmp = tmp_path_factory.mktemp('fresh')
-    proc = NodeProcess(ros, tmp / 'memory.db', tmp / 'node.log', embed_backend='onnx')
-    proc.status()
-    yield proc
-    assert proc.stop() == 0, proc.log()
+    yield from module_node(ros, tmp_path_factory, 'fresh', embed_backend='onnx')
 
 
 def test_every_fresh_client_process_reaches_the_node(node):
@@ -42,7 +38,8 @@ def test_every_fresh_client_process_reaches_the_node(node):
 
 
 def test_the_node_says_which_fast_dds_profile_it_uses(node):
-    assert f'Fast DDS profile: {middleware.NODE_PROFILE} (type propagation disabled)' in node.log()
+    line = f'Fast DDS profile: {middleware.NODE_PROFILE} (type propagation disabled)'
+    assert wait_until(lambda: line in node.log()), node.log()  # logged just after ready
 
 
 def test_the_node_profile_disables_type_propagation():

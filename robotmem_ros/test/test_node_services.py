@@ -5,7 +5,7 @@ import json
 import pathlib
 import sqlite3
 
-from conftest import NodeProcess
+from conftest import module_node
 import pytest
 from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
                                Update)
@@ -14,11 +14,7 @@ from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception
 @pytest.fixture(scope='module')
 def node(ros, tmp_path_factory):
     """One BM25-only node for the module (each test uses its own collection)."""
-    tmp = tmp_path_factory.mktemp('services')
-    proc = NodeProcess(ros, tmp / 'memory.db', tmp / 'node.log', embed_backend='none')
-    proc.status()
-    yield proc
-    assert proc.stop() == 0, proc.log()
+    yield from module_node(ros, tmp_path_factory, 'services')
 
 
 def db_fingerprint(db_path: pathlib.Path) -> str:

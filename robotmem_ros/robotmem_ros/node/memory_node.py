@@ -299,13 +299,13 @@ class MemoryNode(Node):
 def _run(args: list[str] | None) -> int:
     profile = middleware.use_node_profile(os.environ)  # before the first DDS participant
     with ros_session(args):
-        rclpy.logging.get_logger(NODE_NAME).info(profile)
         # The executor exists before the node: a signal that lands while the store is opening
         # must find everything it needs to shut down.
         executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS)
         node = None
         try:
             node = MemoryNode()
+            node.get_logger().info(profile)  # once ready: a failed start prints one [FATAL] only
             executor.add_node(node)
             # spin_once in a loop instead of spin(): spin() occasionally misses a signal.
             while rclpy.ok():
