@@ -70,6 +70,10 @@ class NodeSubprocess:
 FRESH_CALL_TIMEOUT_S = 30.0
 FRESH_ATTEMPT_S = 1.0
 _CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own timeout
+# The client process's node, kept until ``os._exit``: destroying the last node of a process
+# tears its participant down, which deadlocked in Fast DDS 3.2 (DomainParticipant::set_listener
+# waiting on a discovery callback that waits on the same lock) about once in 2 000 calls.
+_kept_until_exit: list[Any] = []
 
 
 def fresh_client_lanes(prefix: str, lanes: int, calls: int, resend: bool = True,
@@ -116,6 +120,7 @@ def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
 
     rclpy.init()
     node = rclpy.create_node(f'fresh_client_{lane}_{os.getpid()}')
+    _kept_until_exit.append(node)
     insight = f'lane {lane} call {i}: fresh clients lose answers sometimes'
     if i % 2 == 0:
         service = f'{prefix}/learn'
@@ -145,9 +150,10 @@ def _in_child(body: Callable[[], dict[str, Any]], timeout: float) -> dict[str, A
     Run ``body`` in a forked process that exits without tearing DDS down; return its result.
 
     A fresh process per call is what the lost-answer race needs (participant and endpoint
-    discovery under way during the first request). Creating and destroying hundreds of
-    participants inside one process instead deadlocked Fast DDS 3.2 in DataWriter teardown
-    under load, so the child leaves with ``os._exit`` and the kernel cleans up.
+    discovery under way during the first request). Fast DDS 3.2 can deadlock tearing a
+    participant down while peers come and go (in DataWriter teardown when hundreds were made in
+    one process; in DomainParticipant::set_listener in a client process), so the child never
+    tears DDS down: it leaves with ``os._exit`` and the kernel cleans up.
     """
     read_end, write_end = os.pipe()
     pid = os.fork()
