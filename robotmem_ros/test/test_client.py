@@ -33,17 +33,21 @@ def client(ros, node) -> Iterator[MemoryClient]:
 
 
 class OwnNode:
-    """A node in its own context, spun (or not) the way a manipulation node would be."""
+    """
+    A node of its own, spun (or not) the way a manipulation node would be.
 
-    def __init__(self, executor_type: type | None) -> None:
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node(f'client_test_{os.getpid()}_{id(self)}',
-                                      context=self.context)
+    It lives in the suite's context: one DDS participant per test process. Fast DDS can deadlock
+    destroying readers and writers while a second participant of the same process is running
+    (eProsima/Fast-DDS#6193), and a Jazzy CI run once hung, past every timeout, in a test that
+    made a second participant. The executor, what these tests are about, is the node's own.
+    """
+
+    def __init__(self, context: Any, executor_type: type | None) -> None:
+        self.node = rclpy.create_node(f'client_test_{os.getpid()}_{id(self)}', context=context)
         self.executor = None
         self._thread = None
         if executor_type is not None:
-            self.executor = executor_type(context=self.context)
+            self.executor = executor_type(context=context)
             self.executor.add_node(self.node)
             self._thread = threading.Thread(target=self.executor.spin, daemon=True)
             self._thread.start()
@@ -72,18 +76,17 @@ class OwnNode:
         if self.executor is not None:
             self.executor.shutdown()
         self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
         if self._thread is not None:
             self._thread.join(timeout=5)
 
 
 @pytest.fixture
-def own_node() -> Iterator[Callable[[type | None], OwnNode]]:
-    """Create OwnNodes; torn down after the test."""
+def own_node(ros) -> Iterator[Callable[[type | None], OwnNode]]:
+    """Create OwnNodes in the suite's context; torn down after the test."""
     made: list[OwnNode] = []
 
     def make(executor_type: type | None) -> OwnNode:
-        made.append(OwnNode(executor_type))
+        made.append(OwnNode(ros.context, executor_type))
         return made[-1]
 
     yield make

@@ -125,10 +125,8 @@ def test_a_failed_write_is_not_remembered(node):
 class LossyLearnServer:
     """A Learn server that executes every copy but drops the first answer to each request id."""
 
-    def __init__(self, service: str) -> None:
-        self.context = rclpy.Context()
-        rclpy.init(context=self.context)
-        self.node = rclpy.create_node('lossy_learn_server', context=self.context)
+    def __init__(self, context: Any, service: str) -> None:
+        self.node = rclpy.create_node('lossy_learn_server', context=context)
         self.executed: list[str] = []
         self.dropped: list[str] = []
         self.service = self.node.create_service(Learn, service, self._learn)
@@ -142,7 +140,7 @@ class LossyLearnServer:
                 self.dropped.append(request_id)
 
         self.service.send_response = drop_first
-        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
         self._thread = threading.Thread(target=self.executor.spin, daemon=True)
         self._thread.start()
@@ -157,13 +155,13 @@ class LossyLearnServer:
     def close(self) -> None:
         self.executor.shutdown()
         self.node.destroy_node()
-        rclpy.shutdown(context=self.context)
         self._thread.join(timeout=5)
 
 
 @pytest.fixture
-def lossy() -> Iterator[LossyLearnServer]:
-    server = LossyLearnServer('/lossy/robotmem/learn')
+def lossy(ros) -> Iterator[LossyLearnServer]:
+    """Run the lossy server in the suite's context (one participant per process, as OwnNode)."""
+    server = LossyLearnServer(ros.context, '/lossy/robotmem/learn')
     yield server
     server.close()
 

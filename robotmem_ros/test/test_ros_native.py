@@ -5,13 +5,15 @@ Real node subprocesses on real DDS; the upstream ``ros2`` CLI is exercised in te
 these need only rclpy.
 """
 
-from conftest import wait_until
+import json
+import subprocess
+import sys
+
+from conftest import CALL_TIMEOUT_S, wait_until
 from diagnostic_msgs.msg import DiagnosticArray
 import pytest
 from rcl_interfaces.msg import Parameter as ParameterMsg, ParameterType, ParameterValue
 from rcl_interfaces.srv import ListParameters, SetParameters, SetParametersAtomically
-import rclpy
-from rclpy.node import Node
 from robotmem_msgs.msg import PerceptionData
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.node.params_file import node_fqn, node_parameters
@@ -87,20 +89,34 @@ other_node:
 """
 
 
+RCLPY_OVERRIDES = """\
+import json, os, sys
+import rclpy
+from rclpy.node import Node
+path, namespace, *names = sys.argv[1:]
+context = rclpy.Context()
+rclpy.init(args=['--ros-args', '--params-file', path], context=context)
+node = Node('robotmem', namespace=namespace, context=context,
+            automatically_declare_parameters_from_overrides=True)
+print(json.dumps({n: node.get_parameter(n).value for n in names if node.has_parameter(n)}),
+      flush=True)
+os._exit(0)
+"""
+
+
 def rclpy_overrides(path, namespace, names):
-    """Return what rclpy gives a node ``robotmem`` in ``namespace`` from ``--params-file``."""
-    context = rclpy.Context()
-    rclpy.init(args=['--ros-args', '--params-file', str(path)], context=context)
-    try:
-        ros_node = Node('robotmem', namespace=namespace, context=context,
-                        automatically_declare_parameters_from_overrides=True)
-        try:
-            return {n: ros_node.get_parameter(n).value for n in names
-                    if ros_node.has_parameter(n)}
-        finally:
-            ros_node.destroy_node()
-    finally:
-        rclpy.shutdown(context=context)
+    """
+    Return what rclpy gives a node ``robotmem`` in ``namespace`` from ``--params-file``.
+
+    In a child process: a DDS participant created and destroyed inside the test process, beside
+    the suite's spinning client, once hung a Jazzy CI run past every in-process timeout (the
+    test's thread never came back to Python). The child only prints and exits, and a hang there
+    is a failed test after ``timeout`` seconds.
+    """
+    done = subprocess.run([sys.executable, '-c', RCLPY_OVERRIDES, str(path), namespace, *names],
+                          capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 @pytest.mark.parametrize('namespace', ['ur5e', 'ur10', '', 'cell/ur5e'])
