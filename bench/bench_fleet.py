@@ -177,7 +177,10 @@ def _fill_hub(hub: LocalHub, texts: Sequence[str], vectors: np.ndarray, model: s
                 copy.write_row((f'bulk:{i}', f'bulk_{i % robots}', 'bulk', 'fact', text, 0.8,
                                 'active', 0.0, model, vector))
         load_s = time.perf_counter() - start
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        # pgvector builds HNSW fastest while the graph fits in maintenance_work_mem (about
+        # 2 KB per 384-d vector); past it, the build goes on disk and slows down many times.
+        work_mem_mb = max(1024, len(texts) * 3 // 1024)
+        conn.execute(f"SET maintenance_work_mem = '{work_mem_mb}MB'")
         start = time.perf_counter()
         conn.execute('CREATE INDEX memories_embedding ON robotmem.memories '
                      'USING hnsw (embedding vector_cosine_ops)')
@@ -185,6 +188,9 @@ def _fill_hub(hub: LocalHub, texts: Sequence[str], vectors: np.ndarray, model: s
         conn.execute('VACUUM ANALYZE robotmem.memories')
         size = conn.execute("SELECT pg_total_relation_size('robotmem.memories')").fetchone()[0]
     return {'load_s': load_s, 'hnsw_build_s': index_s, 'table_bytes': size}
+
+
+EF_SEARCH = (40, 100, 200)  # pgvector's default, then wider HNSW searches
 
 
 def bench_hub_recall(hub: LocalHub, embedder: Any, n: int, queries: int) -> dict:
@@ -198,7 +204,14 @@ def bench_hub_recall(hub: LocalHub, embedder: Any, n: int, queries: int) -> dict
     qvecs = [embedder.embed_query(q) for q in qtexts]
     out: dict[str, Any] = {'n': n, **fill, 'queries': queries}
     try:
-        for ef in (40, 100):
+        text_lat = []
+        for q in qtexts:
+            start = time.perf_counter()
+            hubmod.text_search(conn, q, ['bulk'], 10)
+            text_lat.append((time.perf_counter() - start) * 1000)
+        out['text_p50_ms'] = float(np.percentile(text_lat, 50))
+        out['text_p95_ms'] = float(np.percentile(text_lat, 95))
+        for ef in EF_SEARCH:
             conn.execute(f'SET hnsw.ef_search = {ef}')
             lat, vec_lat, hits = [], [], []
             for q, v in zip(qtexts, qvecs):
@@ -317,7 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                          'recall@10'),
                         [(ef, rec[f'ef{ef}']['recall_p50_ms'], rec[f'ef{ef}']['recall_p95_ms'],
                           rec[f'ef{ef}']['hnsw_p50_ms'], rec[f'ef{ef}']['recall_at_10'])
-                         for ef in (40, 100)])
+                         for ef in EF_SEARCH])
+            print(f"full-text channel alone: p50 {rec['text_p50_ms']:.1f} ms, "
+                  f"p95 {rec['text_p95_ms']:.1f} ms")
     path = write_result(args.name, doc, args.results)
     if not args.hub_only:
         plot(json.loads(path.read_text()), args.results / f'{args.name}.png')
