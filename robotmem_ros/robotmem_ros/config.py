@@ -180,6 +180,10 @@ class MemoryConfig:
     perception_depth: int = _n(1000, 'KEEP_LAST depth of the perception subscription; bursts '
                                'longer than this need a deeper queue on both ends.',
                                lo=1, hi=100_000, read_only=True)
+    service_queue_depth: int = _n(1000, 'Requests each service holds while the node is busy, '
+                                  'and answers it keeps until acknowledged (the KEEP_LAST '
+                                  'depth of its DDS queues); past it DDS drops the oldest '
+                                  'request unanswered.', lo=10, hi=100_000, read_only=True)
     perception_batch_size: int = _n(200, 'Perceptions written per transaction.',
                                     lo=1, hi=100_000)
     perception_flush_interval: float = _n(0.5, 'Seconds between buffer flushes.',

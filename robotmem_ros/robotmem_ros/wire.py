@@ -24,6 +24,24 @@ SERVICES: dict[str, Any] = {
     'update': Update,
 }
 
+# Requests a client can have in flight on one service (its request writer and response reader
+# keep this many; DDS's default of 10 overwrote the oldest unanswered request of a busy client).
+CLIENT_QUEUE_DEPTH = 100
+
+
+def service_qos(depth: int) -> QoSProfile:
+    """
+    Return ROS's service QoS (reliable, volatile, keep last) with a queue ``depth`` deep.
+
+    The depth is how many requests a server holds while its callbacks are busy, and how many
+    answers it keeps until each client has acknowledged its own. Past it, DDS drops the oldest
+    without telling anyone: with ROS's default of 10, a node with 40 Learns pending answered 11.
+    """
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
+                      reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.VOLATILE)
+
+
 # ~/status is latched: a late subscriber gets the last value at once.
 LATCHED = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                      reliability=ReliabilityPolicy.RELIABLE,

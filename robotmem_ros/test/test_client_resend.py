@@ -14,13 +14,15 @@ import sqlite3
 import threading
 from typing import Any, Iterator
 
-from conftest import CALL_TIMEOUT_S, module_node, NodeProcess
+from conftest import CALL_TIMEOUT_S, module_node, NodeProcess, wait_until
 import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
-from robotmem_msgs.srv import EndSession, Forget, Learn, SavePerception, StartSession, Update
+from robotmem_msgs.srv import (EndSession, Forget, Learn, Recall, SavePerception, StartSession,
+                               Update)
 from robotmem_ros.client import MemoryClient, ServiceTimeoutError
 from robotmem_ros.node.answered_requests import AnsweredRequests
+from robotmem_ros.wire import CLIENT_QUEUE_DEPTH, service_qos
 
 
 @pytest.fixture(scope='module')
@@ -120,6 +122,43 @@ def test_a_failed_write_is_not_remembered(node):
     assert not bad.success and bad.error
     again = node.call(Forget, 'forget', memory_id=987654321, request_id='forget-missing')
     assert not again.success and again.error == bad.error
+
+
+BURST = 100  # requests in flight at once: ten times what ROS's default service queue holds
+
+
+def burst(ros, node: NodeProcess, srv_type: Any, service: str,
+          requests: list[Any]) -> list[Any]:
+    """Send every request at once from one client; return the answers that came back."""
+    client = ros.node.create_client(srv_type, f'{node.prefix}/{service}',
+                                    qos_profile=service_qos(CLIENT_QUEUE_DEPTH))
+    try:
+        assert client.wait_for_service(timeout_sec=CALL_TIMEOUT_S)
+        futures = [client.call_async(request) for request in requests]
+        wait_until(lambda: all(f.done() for f in futures))
+        return [f.result() for f in futures if f.done()]
+    finally:
+        ros.node.destroy_client(client)
+
+
+def test_a_burst_of_writes_is_queued_not_dropped(ros, node):
+    """
+    Learns pending behind the one writer wait in the node's queue; none is lost.
+
+    With ROS's default service queue (10 deep), DDS dropped the oldest pending requests without
+    a trace: of 40 Learns sent at once, the node ran 11 and the rest were never answered.
+    """
+    answers = burst(ros, node, Learn, 'learn', [
+        Learn.Request(insight=f'pallet {i} of the burst is stacked in bay {i}',
+                      collection='burst', request_id=f'burst-{i}') for i in range(BURST)])
+    assert len(answers) == BURST and all(a.success for a in answers)
+    assert count(node, "SELECT COUNT(*) FROM memories WHERE collection = 'burst'") == BURST
+
+
+def test_a_burst_of_recalls_is_answered(ros, node):
+    answers = burst(ros, node, Recall, 'recall', [
+        Recall.Request(query=f'pallet in bay {i}', collection='burst') for i in range(BURST)])
+    assert len(answers) == BURST and all(a.success for a in answers)
 
 
 class LossyLearnServer:

@@ -100,7 +100,7 @@ def test_settings_are_declared_grouped_by_owner():
     groups = [o for i, o in enumerate(owners) if i == 0 or owners[i - 1] != o]
     assert groups == list(OWNERS)  # each owner's settings form one block, in OWNERS order
     assert set(MemoryConfig().owned_by('node')) == {
-        'perception_qos', 'perception_depth', 'perception_batch_size',
+        'perception_qos', 'perception_depth', 'service_queue_depth', 'perception_batch_size',
         'perception_flush_interval', 'perception_max_buffer', 'status_period',
         'resend_window_s', 'resend_window_max'}
 

@@ -34,7 +34,7 @@ from robotmem_ros.client.resend import send_until_answered, stamp_request_id
 from robotmem_ros.client.waiting import deadlock_reason, Waiter
 from robotmem_ros.types import (EndSessionResult, LearnResult, RecallResult, SessionInfo,
                                 UpdateResult)
-from robotmem_ros.wire import LATCHED, SERVICES, to_json
+from robotmem_ros.wire import CLIENT_QUEUE_DEPTH, LATCHED, service_qos, SERVICES, to_json
 
 DEFAULT_NAMESPACE = '/robotmem'
 DEFAULT_TIMEOUT_S = 10.0
@@ -67,6 +67,7 @@ class MemoryClient:
         self._group = ReentrantCallbackGroup()
         self._clients = {
             name: node.create_client(srv_type, f'{self.namespace}/{name}',
+                                     qos_profile=service_qos(CLIENT_QUEUE_DEPTH),
                                      callback_group=self._group)
             for name, srv_type in SERVICES.items()}
         self._status: NodeStatus | None = None

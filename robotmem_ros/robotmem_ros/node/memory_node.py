@@ -38,7 +38,7 @@ from robotmem_ros.node.perception_ingest import PerceptionIngest
 from robotmem_ros.node.perception_receiver import PerceptionReceiver
 from robotmem_ros.node.status import StatusReporter
 from robotmem_ros.ros_session import ros_session
-from robotmem_ros.wire import SERVICES
+from robotmem_ros.wire import service_qos, SERVICES
 
 NODE_NAME = 'robotmem'
 EMBED_PERIOD_S = 1.0
@@ -97,6 +97,7 @@ class MemoryNode(Node):
             self.create_service(srv_type, f'~/{name}',
                                 self._guarded(f'~/{name}', getattr(self, f'_{name}'),
                                               group is writes),
+                                qos_profile=service_qos(config.service_queue_depth),
                                 callback_group=group)
         self._ingest.start()
         self._receiver = PerceptionReceiver(self, perception_qos(config), self._on_perception)
