@@ -25,7 +25,7 @@ SERVICES: dict[str, Any] = {
 }
 
 # Requests a client can have in flight on one service (its request writer and response reader
-# keep this many; DDS's default of 10 overwrote the oldest unanswered request of a busy client).
+# keep this many; with ROS's default of 10, a client with 300 Recalls in flight got 288 answers).
 CLIENT_QUEUE_DEPTH = 100
 
 
