@@ -456,3 +456,38 @@ def test_cli_fleet_status_push_pull_recall(fleet_hub, tmp_path, capsys, robots):
     assert main(['fleet', 'status', '--url', 'postgresql://x:pw@h/db', '--db', db,
                  '--robot-id', robot_id]) == 1
     assert 'must not contain a password' in capsys.readouterr().err
+
+
+def test_vector_search_finds_a_small_collection_beside_a_large_one(fleet_hub):
+    """
+    A robot granted a small collection gets its nearest rows, however many other rows exist.
+
+    HNSW returns its ef_search (40) nearest rows of the whole table and the collection filter
+    comes after; without pgvector's iterative scan, a query whose 40 nearest are all in another
+    collection found nothing of its own.
+    """
+    import numpy as np
+    from pgvector.psycopg import register_vector
+    rng = np.random.default_rng(7)
+    big, small = unique('big'), unique('small')
+    rows = [(big if i >= 5 else small, rng.standard_normal(384).astype(np.float32))
+            for i in range(3000)]
+    with fleet_hub.connect_admin() as admin:
+        register_vector(admin)
+        with admin.cursor().copy(
+                'COPY robotmem.memories (gid, robot_id, collection, type, content, confidence, '
+                'status, created_at, model, embedding) FROM STDIN') as copy:
+            for i, (collection, vector) in enumerate(rows):
+                copy.write_row((f'{collection}:{i}', 'bulk', collection, 'fact', f'row {i}', 0.8,
+                                'active', 0.0, 'm', vector))
+    conn = hubmod.connect(fleet_hub.admin_url)  # how robots and the CLI connect
+    try:
+        # A hub of millions of rows answers through the HNSW index; a test table this small
+        # would be scanned exactly, so the planner is told to use the index as a big hub does.
+        conn.execute('SET enable_seqscan = off')
+        query = rows[100][1]  # a row of the big collection: its neighbours are big ones
+        found = hubmod.vector_search(conn, query, 'm', [small], 5)
+        assert sorted(found) == sorted(f'{small}:{i}' for i in range(5))
+        assert hubmod.vector_search(conn, query, 'm', [big], 1) == [f'{big}:100']
+    finally:
+        conn.close()

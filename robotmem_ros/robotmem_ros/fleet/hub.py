@@ -65,8 +65,14 @@ Watermark = tuple[int, int]  # (txid, seq) of the last pulled change
 def connect(url: str, password: str | None = None) -> Any:
     """Open an autocommit connection with the vector type registered; StorageError if not."""
     # Keepalives notice a hub that vanished without closing the connection (network cut).
+    # HNSW hands back its ef_search nearest rows of the whole table and the filters (status,
+    # model, collection, row security) come after, so a robot's small collection beside large
+    # ones came back empty. pgvector 0.8's iterative scan searches on until k rows pass. With
+    # an older pgvector, PostgreSQL should keep the unknown setting as an unused placeholder or
+    # drop it with a warning (untested: the bundled server has pgvector 0.8.5).
     kwargs: dict[str, Any] = {'autocommit': True, 'connect_timeout': CONNECT_TIMEOUT_S,
-                              'options': f'-c statement_timeout={STATEMENT_TIMEOUT_MS}',
+                              'options': f'-c statement_timeout={STATEMENT_TIMEOUT_MS} '
+                                         '-c hnsw.iterative_scan=strict_order',
                               'keepalives': 1, 'keepalives_idle': 10,
                               'keepalives_interval': 5, 'keepalives_count': 3}
     if password is not None:
