@@ -17,6 +17,7 @@ import threading
 
 from conftest import PACKAGE_DIR, wait_until
 from fleet_helpers import hub_rows, own_facts, Robot, unique
+import numpy as np
 import pytest
 
 pytest.importorskip('psycopg', reason='fleet extra not installed '
@@ -466,8 +467,7 @@ def test_vector_search_finds_a_small_collection_beside_a_large_one(fleet_hub):
     comes after; without pgvector's iterative scan, a query whose 40 nearest are all in another
     collection found nothing of its own.
     """
-    import numpy as np
-    from pgvector.psycopg import register_vector
+    from pgvector.psycopg import register_vector  # the fleet extra, checked at the top
     rng = np.random.default_rng(7)
     big, small = unique('big'), unique('small')
     rows = [(big if i >= 5 else small, rng.standard_normal(384).astype(np.float32))
