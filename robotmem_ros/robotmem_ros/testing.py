@@ -16,6 +16,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Any, Callable
 import uuid
@@ -70,10 +71,16 @@ class NodeSubprocess:
 FRESH_CALL_TIMEOUT_S = 30.0
 FRESH_ATTEMPT_S = 1.0
 _CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own timeout
-# The client process's node, kept until ``os._exit``: destroying the last node of a process
-# tears its participant down, which deadlocked in Fast DDS 3.2 (DomainParticipant::set_listener
-# waiting on a discovery callback that waits on the same lock) about once in 2 000 calls.
-_kept_until_exit: list[Any] = []
+# A client process closes its DDS participant before it exits, as a well-behaved process does:
+# one that dies with its shared-memory ports open can leave a port that its successor cannot
+# use (docs/reliability.md, "A dead client's shared-memory port"). Fast DDS 3.2 can deadlock
+# in that teardown (DomainParticipant::set_listener waiting on a discovery callback that waits
+# on the same lock, about once in 2 000 calls), so it gets this long before the process
+# leaves without it and reports so in its exit status.
+_TEARDOWN_S = 10.0
+_TEARDOWN_STUCK = 3
+# The client process's node: destroyed by ``_close_dds`` and nowhere else.
+_client_nodes: list[Any] = []
 
 
 def fresh_client_lanes(prefix: str, lanes: int, calls: int, resend: bool = True,
@@ -94,9 +101,11 @@ def _lane(prefix: str, lane: int, calls: int, resend: bool, timeout: float) -> d
     import robotmem_msgs.srv  # noqa: F401
     import robotmem_ros.client.resend  # noqa: F401
     tally: dict[str, Any] = {'unanswered': 0, 'no_server_seen': 0, 'client_failed': 0,
-                             'copies': [], 'learned': {}, 'failures': []}
+                             'teardown_stuck': 0, 'copies': [], 'learned': {}, 'failures': []}
     for i in range(calls):
-        outcome = _in_child(lambda: _fresh_call(prefix, lane, i, resend, timeout), timeout)
+        outcome, closed = _in_child(lambda: _fresh_call(prefix, lane, i, resend, timeout),
+                                    timeout)
+        tally['teardown_stuck'] += not closed
         if outcome is None or 'error' in outcome:
             tally['client_failed'] += 1
             tally['failures'].append((outcome or {}).get('error', 'no result from the child'))
@@ -120,7 +129,7 @@ def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
 
     rclpy.init()
     node = rclpy.create_node(f'fresh_client_{lane}_{os.getpid()}')
-    _kept_until_exit.append(node)
+    _client_nodes.append(node)
     insight = f'lane {lane} call {i}: fresh clients lose answers sometimes'
     if i % 2 == 0:
         service = f'{prefix}/learn'
@@ -145,15 +154,14 @@ def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
     return {'response': answer, 'copies': copies, 'insight': insight, 'graph': graph}
 
 
-def _in_child(body: Callable[[], dict[str, Any]], timeout: float) -> dict[str, Any] | None:
+def _in_child(body: Callable[[], dict[str, Any]],
+              timeout: float) -> tuple[dict[str, Any] | None, bool]:
     """
-    Run ``body`` in a forked process that exits without tearing DDS down; return its result.
+    Run ``body`` in a forked process; return its result and whether DDS closed cleanly there.
 
     A fresh process per call is what the lost-answer race needs (participant and endpoint
-    discovery under way during the first request). Fast DDS 3.2 can deadlock tearing a
-    participant down while peers come and go (in DataWriter teardown when hundreds were made in
-    one process; in DomainParticipant::set_listener in a client process), so the child never
-    tears DDS down: it leaves with ``os._exit`` and the kernel cleans up.
+    discovery under way during the first request). The child sends its result first, then
+    closes its participant (``_close_dds``) and exits.
     """
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -164,15 +172,32 @@ def _in_child(body: Callable[[], dict[str, Any]], timeout: float) -> dict[str, A
         except BaseException as exc:  # report, never fall back into the lane's loop
             payload = json.dumps({'response': None, 'copies': 0, 'error': repr(exc)}).encode()
         os.write(write_end, payload)
-        os._exit(0)
+        os.close(write_end)
+        os._exit(0 if _close_dds() else _TEARDOWN_STUCK)
     os.close(write_end)
     with os.fdopen(read_end, 'rb') as pipe:
         ready, _, _ = select.select([pipe], [], [], timeout + _CHILD_GRACE_S)
         data = pipe.read() if ready else b''
     if not ready:
         os.kill(pid, signal.SIGKILL)
-    os.waitpid(pid, 0)
-    return json.loads(data) if data else None
+    _, status = os.waitpid(pid, 0)
+    closed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    return (json.loads(data) if data else None), closed
+
+
+def _close_dds() -> bool:
+    """Destroy this process's client nodes and shut rclpy down; False if it did not finish."""
+    import rclpy
+    done = threading.Event()
+
+    def close() -> None:
+        for node in _client_nodes:
+            node.destroy_node()
+        rclpy.try_shutdown()
+        done.set()
+
+    threading.Thread(target=close, daemon=True).start()
+    return done.wait(_TEARDOWN_S)
 
 
 if __name__ == '__main__':  # one lane of fresh_client_lanes
