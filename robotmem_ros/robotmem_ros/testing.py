@@ -103,9 +103,9 @@ def _lane(prefix: str, lane: int, calls: int, resend: bool, timeout: float) -> d
     tally: dict[str, Any] = {'unanswered': 0, 'no_server_seen': 0, 'client_failed': 0,
                              'teardown_stuck': 0, 'copies': [], 'learned': {}, 'failures': []}
     for i in range(calls):
-        outcome, closed = _in_child(lambda: _fresh_call(prefix, lane, i, resend, timeout),
-                                    timeout)
-        tally['teardown_stuck'] += not closed
+        outcome, stuck = _in_child(lambda: _fresh_call(prefix, lane, i, resend, timeout),
+                                   timeout)
+        tally['teardown_stuck'] += stuck
         if outcome is None or 'error' in outcome:
             tally['client_failed'] += 1
             tally['failures'].append((outcome or {}).get('error', 'no result from the child'))
@@ -157,7 +157,7 @@ def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
 def _in_child(body: Callable[[], dict[str, Any]],
               timeout: float) -> tuple[dict[str, Any] | None, bool]:
     """
-    Run ``body`` in a forked process; return its result and whether DDS closed cleanly there.
+    Run ``body`` in a forked process; return its result and whether closing DDS got stuck there.
 
     A fresh process per call is what the lost-answer race needs (participant and endpoint
     discovery under way during the first request). The child sends its result first, then
@@ -181,8 +181,8 @@ def _in_child(body: Callable[[], dict[str, Any]],
     if not ready:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
-    closed = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    return (json.loads(data) if data else None), closed
+    stuck = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _TEARDOWN_STUCK
+    return (json.loads(data) if data else None), stuck
 
 
 def _close_dds() -> bool:
