@@ -9,6 +9,7 @@ processes that call it (below).
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import pathlib
@@ -16,6 +17,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any, Callable
@@ -79,6 +81,10 @@ _CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own tim
 # leaves without it and reports so in its exit status.
 _TEARDOWN_S = 10.0
 _TEARDOWN_STUCK = 3
+# A child that gives no result in time is asked for every thread's Python stack (faulthandler
+# on SIGUSR1) and given this long to write it before it is killed: the stack names the call it
+# hung in, which the tally then reports.
+_STACK_DUMP_S = 2.0
 # The client process's node: destroyed by ``_close_dds`` and nowhere else.
 _client_nodes: list[Any] = []
 
@@ -106,9 +112,9 @@ def _lane(prefix: str, lane: int, calls: int, resend: bool, timeout: float) -> d
         outcome, stuck = _in_child(lambda: _fresh_call(prefix, lane, i, resend, timeout),
                                    timeout)
         tally['teardown_stuck'] += stuck
-        if outcome is None or 'error' in outcome:
+        if 'error' in outcome:
             tally['client_failed'] += 1
-            tally['failures'].append((outcome or {}).get('error', 'no result from the child'))
+            tally['failures'].append(outcome['error'])
         elif outcome['response'] is None:  # copies sent and none answered, or none could be
             tally['unanswered' if outcome['copies'] else 'no_server_seen'] += 1
             tally['failures'].append(outcome['graph'])
@@ -155,7 +161,7 @@ def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
 
 
 def _in_child(body: Callable[[], dict[str, Any]],
-              timeout: float) -> tuple[dict[str, Any] | None, bool]:
+              timeout: float) -> tuple[dict[str, Any], bool]:
     """
     Run ``body`` in a forked process; return its result and whether closing DDS got stuck there.
 
@@ -164,9 +170,11 @@ def _in_child(body: Callable[[], dict[str, Any]],
     closes its participant (``_close_dds``) and exits.
     """
     read_end, write_end = os.pipe()
+    stacks = tempfile.TemporaryFile()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
+        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
         try:
             payload = json.dumps(body()).encode()
         except BaseException as exc:  # report, never fall back into the lane's loop
@@ -175,14 +183,22 @@ def _in_child(body: Callable[[], dict[str, Any]],
         os.close(write_end)
         os._exit(0 if _close_dds() else _TEARDOWN_STUCK)
     os.close(write_end)
-    with os.fdopen(read_end, 'rb') as pipe:
+    with os.fdopen(read_end, 'rb') as pipe, stacks:
         ready, _, _ = select.select([pipe], [], [], timeout + _CHILD_GRACE_S)
         data = pipe.read() if ready else b''
-    if not ready:
-        os.kill(pid, signal.SIGKILL)
+        if not ready:
+            os.kill(pid, signal.SIGUSR1)
+            time.sleep(_STACK_DUMP_S)
+            os.kill(pid, signal.SIGKILL)
+        stacks.seek(0)
+        dumped = stacks.read().decode(errors='replace')
     _, status = os.waitpid(pid, 0)
     stuck = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _TEARDOWN_STUCK
-    return (json.loads(data) if data else None), stuck
+    if data:
+        return json.loads(data), stuck
+    why = 'no result from the child' + (f'; its stacks:\n{dumped}' if dumped else
+                                        f' (wait status {status})')
+    return {'response': None, 'copies': 0, 'error': why}, stuck
 
 
 def _close_dds() -> bool:

@@ -17,11 +17,13 @@ answered: under a CPU hog about 1 run in 6 of this test failed that way (docs/re
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 
 from conftest import module_node, wait_until
 import pytest
 from robotmem_ros.node import middleware
+from robotmem_ros import testing
 from robotmem_ros.testing import fresh_client_lanes
 
 LANES = 8
@@ -45,6 +47,19 @@ def test_every_fresh_client_process_reaches_the_node(node):
     failures = [failure for tally in tallies for failure in tally['failures']]
     assert failures == [], failures
     assert sum(len(tally['copies']) for tally in tallies) == LANES * CALLS_PER_LANE
+
+
+def _hang_in_a_named_place() -> dict:
+    time.sleep(120)
+    return {}
+
+
+def test_a_client_process_that_hangs_is_reported_with_its_stack(monkeypatch):
+    monkeypatch.setattr(testing, '_CHILD_GRACE_S', 1.0)
+    outcome, stuck = testing._in_child(_hang_in_a_named_place, 0.5)
+    assert not stuck
+    assert outcome['error'].startswith('no result from the child; its stacks:')
+    assert '_hang_in_a_named_place' in outcome['error'], outcome['error']
 
 
 def test_the_node_says_which_fast_dds_profile_it_uses(node):
