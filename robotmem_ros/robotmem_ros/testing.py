@@ -82,8 +82,8 @@ _CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own tim
 _TEARDOWN_S = 10.0
 _TEARDOWN_STUCK = 3
 # A child that gives no result in time is asked for every thread's Python stack (faulthandler
-# on SIGUSR1) and given this long to write it before it is killed: the stack names the call it
-# hung in, which the tally then reports.
+# on SIGUSR1) and given this long to write it before it is killed; one that crashes writes them
+# itself (faulthandler on SIGSEGV and the like). The tally reports them with the wait status.
 _STACK_DUMP_S = 2.0
 # The client process's node: destroyed by ``_close_dds`` and nowhere else.
 _client_nodes: list[Any] = []
@@ -174,6 +174,7 @@ def _in_child(body: Callable[[], dict[str, Any]],
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
+        faulthandler.enable(file=stacks, all_threads=True)  # a crash leaves its stacks too
         faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
         try:
             payload = json.dumps(body()).encode()
@@ -196,8 +197,7 @@ def _in_child(body: Callable[[], dict[str, Any]],
     stuck = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _TEARDOWN_STUCK
     if data:
         return json.loads(data), stuck
-    why = 'no result from the child' + (f'; its stacks:\n{dumped}' if dumped else
-                                        f' (wait status {status})')
+    why = f'no result from the child (wait status {status}); its stacks:\n{dumped}'
     return {'response': None, 'copies': 0, 'error': why}, stuck
 
 

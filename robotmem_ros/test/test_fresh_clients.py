@@ -17,6 +17,8 @@ answered: under a CPU hog about 1 run in 6 of this test failed that way (docs/re
 
 from __future__ import annotations
 
+import faulthandler
+import signal
 import time
 import xml.etree.ElementTree as ET
 
@@ -58,8 +60,20 @@ def test_a_client_process_that_hangs_is_reported_with_its_stack(monkeypatch):
     monkeypatch.setattr(testing, '_CHILD_GRACE_S', 1.0)
     outcome, stuck = testing._in_child(_hang_in_a_named_place, 0.5)
     assert not stuck
-    assert outcome['error'].startswith('no result from the child; its stacks:')
+    assert outcome['error'].startswith(f'no result from the child (wait status {signal.SIGKILL})')
     assert '_hang_in_a_named_place' in outcome['error'], outcome['error']
+
+
+def _crash_in_a_named_place() -> dict:
+    faulthandler._sigsegv()
+    return {}
+
+
+def test_a_client_process_that_crashes_is_reported_with_its_stack():
+    outcome, stuck = testing._in_child(_crash_in_a_named_place, 30.0)
+    assert not stuck
+    assert outcome['error'].startswith(f'no result from the child (wait status {signal.SIGSEGV})')
+    assert '_crash_in_a_named_place' in outcome['error'], outcome['error']
 
 
 def test_the_node_says_which_fast_dds_profile_it_uses(node):
