@@ -24,8 +24,8 @@ import xml.etree.ElementTree as ET
 
 from conftest import module_node, wait_until
 import pytest
-from robotmem_ros.node import middleware
 from robotmem_ros import testing
+from robotmem_ros.node import middleware
 from robotmem_ros.testing import fresh_client_lanes
 
 LANES = 8
