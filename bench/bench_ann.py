@@ -356,6 +356,44 @@ class FaissIVFPQ(FaissCandidate):
         self.search_kwargs['nprobe'] = int(setting.split('=')[1])
 
 
+class FaissIVFPQRefine(FaissIVFPQ):
+    """
+    IVF-PQ48 first pass, then its best ``--refine-pool`` re-ranked in RAM by finer codes.
+
+    faiss's IndexRefine: the PQ codes propose, scalar-quantized codes (SQ8: 384 B, SQ4: 192 B
+    per vector) re-rank, and only the best ``--rescore-graph`` floats are read from SQLite.
+    """
+
+    refine = 'SQ8'
+
+    def build(self) -> None:
+        import faiss
+        self._building()
+        nlist = max(16, int(math.sqrt(self.data.size)))
+        self.name = f'faiss IVF{nlist},PQ48,Refine({self.refine})'
+        self.index = faiss.index_factory(self.data.vectors.shape[1],
+                                         f'IVF{nlist},PQ48np,Refine({self.refine})',
+                                         faiss.METRIC_INNER_PRODUCT)
+        self.index.train(self._train_sample(40 * nlist))
+        self.index.add(self.data.vectors)
+        self.rescore_n = self.args.rescore_graph
+        self.params_class = faiss.SearchParametersIVF
+        self.search_kwargs = {'nprobe': self.args.nprobes[0]}
+        self._searching()
+
+    def _params(self, filt: str) -> Any:
+        import faiss
+        self._base = super()._params(filt)  # kept alive: the refine parameters point to it
+        return faiss.IndexRefineSearchParameters(
+            k_factor=self.args.refine_pool / self.rescore_n, base_index_params=self._base)
+
+
+class FaissIVFPQRefineSQ4(FaissIVFPQRefine):
+    """The same with 4-bit refine codes (half the RAM)."""
+
+    refine = 'SQ4'
+
+
 class FaissHNSWSQ(FaissCandidate):
     """IndexHNSWSQ: 8-bit scalar codes (384 B) in an HNSW graph (M=32)."""
 
@@ -498,6 +536,7 @@ class HnswLib(Candidate):
 
 
 CANDIDATES = {'signbit': SignBit, 'faiss-pq': FaissPQ, 'faiss-ivfpq': FaissIVFPQ,
+              'faiss-ivfpq-sq8': FaissIVFPQRefine, 'faiss-ivfpq-sq4': FaissIVFPQRefineSQ4,
               'faiss-hnswsq': FaissHNSWSQ, 'usearch-i8': USearch, 'usearch-b1': USearchB1,
               'hnswlib': HnswLib}
 
@@ -541,6 +580,7 @@ def measure(cls: type[Candidate], data: Data, db: Any, args: argparse.Namespace,
     cand.load(path)
     row['load_s'] = time.perf_counter() - started
     row['notes'] = cand.notes
+    row['loadavg_after'] = list(os.getloadavg())
     if path.exists():
         path.unlink()
     del cand
@@ -639,6 +679,16 @@ def _print(size: int, rows: list[dict[str, Any]]) -> None:
                                 'B/vec file', 'load s', 'held'], lines)
 
 
+def _merged(sizes: list[dict[str, Any]], entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """Sizes with ``entry`` in; candidates measured before at that size and not now are kept."""
+    now = {r['candidate'] for r in entry['candidates']}
+    for old in sizes:
+        if old['n'] == entry['n']:
+            entry['candidates'] = [r for r in old['candidates'] if r['candidate'] not in now] \
+                + entry['candidates']
+    return sorted([e for e in sizes if e['n'] != entry['n']] + [entry], key=lambda e: e['n'])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure every installed candidate at every size; write ann_candidates.json."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
@@ -653,6 +703,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--rescore-pq', type=int, default=256)
     parser.add_argument('--rescore-b1', type=int, default=256)
     parser.add_argument('--rescore-graph', type=int, default=40)
+    parser.add_argument('--refine-pool', type=int, default=1000,
+                        help='PQ candidates re-ranked by the in-RAM refine codes')
     parser.add_argument('--build-threads', type=int, default=1,
                         help='threads for builds (1: the 2 cores of the target are shared)')
     parser.add_argument('--search-cap-s', type=float, default=60.0,
@@ -697,8 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 entry['candidates'].append(row)
             db.close()
         entry['loadavg_end'] = list(os.getloadavg())
-        doc['sizes'] = sorted([e for e in doc['sizes'] if e['n'] != size] + [entry],
-                              key=lambda e: e['n'])
+        doc['sizes'] = _merged(doc['sizes'], entry)
         _print(size, entry['candidates'])
         print(f'wrote {write_result(args.name, doc, args.results)}', flush=True)
         del data
