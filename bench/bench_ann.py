@@ -394,6 +394,12 @@ class FaissIVFPQRefineSQ4(FaissIVFPQRefine):
     refine = 'SQ4'
 
 
+class FaissIVFPQRefineSQ6(FaissIVFPQRefine):
+    """The same with 6-bit refine codes (between the two)."""
+
+    refine = 'SQ6'
+
+
 class FaissHNSWSQ(FaissCandidate):
     """IndexHNSWSQ: 8-bit scalar codes (384 B) in an HNSW graph (M=32)."""
 
@@ -508,7 +514,14 @@ class HnswLib(Candidate):
 
     def candidates(self, query: np.ndarray, filt: str) -> np.ndarray:
         keep = self._keep.get(filt) if filt in self._keep else self._predicate(filt)
-        rows, _ = self.index.knn_query(query[None, :], k=K, num_threads=1, filter=keep)
+        try:
+            rows, _ = self.index.knn_query(query[None, :], k=K, num_threads=1, filter=keep)
+        except RuntimeError:  # fewer than k passed the filter: hnswlib raises, returns none
+            if not any('raised' in n for n in self.notes):
+                self.notes.append('knn_query raised "Cannot return the results in a contiguous '
+                                  '2D array" when fewer than k passed the filter (counted as '
+                                  'an empty answer)')
+            return np.zeros(0, dtype=np.int64)
         return rows[0].astype(np.int64)
 
     def _predicate(self, filt: str) -> Callable[[int], bool] | None:
@@ -537,6 +550,7 @@ class HnswLib(Candidate):
 
 CANDIDATES = {'signbit': SignBit, 'faiss-pq': FaissPQ, 'faiss-ivfpq': FaissIVFPQ,
               'faiss-ivfpq-sq8': FaissIVFPQRefine, 'faiss-ivfpq-sq4': FaissIVFPQRefineSQ4,
+              'faiss-ivfpq-sq6': FaissIVFPQRefineSQ6,
               'faiss-hnswsq': FaissHNSWSQ, 'usearch-i8': USearch, 'usearch-b1': USearchB1,
               'hnswlib': HnswLib}
 
