@@ -84,7 +84,9 @@ class Data:
             best = np.hstack([best, rows + start])
             best_s = np.hstack([best_s, np.take_along_axis(scores, rows, axis=1)])
         order = np.argsort(-best_s, axis=1)[:, :K]
-        return np.take_along_axis(best, order, axis=1)
+        rows = np.take_along_axis(best, order, axis=1)
+        rows[np.take_along_axis(best_s, order, axis=1) == -np.inf] = -1  # subset smaller than k
+        return rows
 
 
 def build_store(path: pathlib.Path, data: Data) -> Any:
@@ -613,7 +615,8 @@ def _searches(cand: Candidate, data: Data, filt: str) -> dict[str, Any]:
         found = cand.search(query, filt, clock)
         times.append((time.perf_counter() - t0) * 1000.0)
         rescore_ms.append(sum(clock))
-        recalls.append(len(set(truth[qi].tolist()) & set(found)) / K)
+        exact = set(truth[qi].tolist()) - {-1}
+        recalls.append(len(exact & set(found)) / max(len(exact), 1))
         returned.append(len(found))
         if time.perf_counter() - started > cand.args.search_cap_s:
             break
