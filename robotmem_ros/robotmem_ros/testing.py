@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any, Callable
 import uuid
@@ -76,11 +75,11 @@ _CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own tim
 # A client process closes its DDS participant before it exits, as a well-behaved process does:
 # one that dies with its shared-memory ports open can leave a port that its successor cannot
 # use (docs/reliability.md, "A dead client's shared-memory port"). Fast DDS 3.2 can deadlock
-# in that teardown (DomainParticipant::set_listener waiting on a discovery callback that waits
-# on the same lock, about once in 2 000 calls), so it gets this long before the process
-# leaves without it and reports so in its exit status.
-_TEARDOWN_S = 10.0
-_TEARDOWN_STUCK = 3
+# in that teardown (DomainParticipant::set_listener spinning until a discovery callback ends
+# that waits on a lock the spinning thread holds, about once in 2 000 calls), and it spins
+# holding the GIL, so no Python timer can end it: an alarm does (SIGALRM's default action
+# ends the process, counted as a stuck teardown).
+_TEARDOWN_S = 10
 # A child that gives no result in time is asked for every thread's Python stack (faulthandler
 # on SIGUSR1) and given this long to write it before it is killed; one that crashes writes them
 # itself (faulthandler on SIGSEGV and the like). The tally reports them with the wait status.
@@ -182,7 +181,9 @@ def _in_child(body: Callable[[], dict[str, Any]],
             payload = json.dumps({'response': None, 'copies': 0, 'error': repr(exc)}).encode()
         os.write(write_end, payload)
         os.close(write_end)
-        os._exit(0 if _close_dds() else _TEARDOWN_STUCK)
+        signal.alarm(_TEARDOWN_S)
+        _close_dds()
+        os._exit(0)
     os.close(write_end)
     with os.fdopen(read_end, 'rb') as pipe, stacks:
         ready, _, _ = select.select([pipe], [], [], timeout + _CHILD_GRACE_S)
@@ -194,26 +195,19 @@ def _in_child(body: Callable[[], dict[str, Any]],
         stacks.seek(0)
         dumped = stacks.read().decode(errors='replace')
     _, status = os.waitpid(pid, 0)
-    stuck = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _TEARDOWN_STUCK
+    stuck = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM
     if data:
         return json.loads(data), stuck
     why = f'no result from the child (wait status {status}); its stacks:\n{dumped}'
     return {'response': None, 'copies': 0, 'error': why}, stuck
 
 
-def _close_dds() -> bool:
-    """Destroy this process's client nodes and shut rclpy down; False if it did not finish."""
+def _close_dds() -> None:
+    """Destroy this process's client nodes and shut rclpy down."""
     import rclpy
-    done = threading.Event()
-
-    def close() -> None:
-        for node in _client_nodes:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        done.set()
-
-    threading.Thread(target=close, daemon=True).start()
-    return done.wait(_TEARDOWN_S)
+    for node in _client_nodes:
+        node.destroy_node()
+    rclpy.try_shutdown()
 
 
 if __name__ == '__main__':  # one lane of fresh_client_lanes

@@ -18,6 +18,7 @@ answered: under a CPU hog about 1 run in 6 of this test failed that way (docs/re
 from __future__ import annotations
 
 import faulthandler
+import re
 import signal
 import time
 import xml.etree.ElementTree as ET
@@ -74,6 +75,20 @@ def test_a_client_process_that_crashes_is_reported_with_its_stack():
     assert not stuck
     assert outcome['error'].startswith(f'no result from the child (wait status {signal.SIGSEGV})')
     assert '_crash_in_a_named_place' in outcome['error'], outcome['error']
+
+
+def _spin_holding_the_gil() -> None:
+    # A regular expression that backtracks for ever runs in C and never lets go of the GIL, as
+    # Fast DDS 3.2's participant teardown does when it deadlocks inside rcl_node_fini.
+    re.match(r'(a+)+$', 'a' * 64 + 'b')
+
+
+def test_a_teardown_that_spins_holding_the_gil_is_ended_and_counted(monkeypatch):
+    monkeypatch.setattr(testing, '_close_dds', _spin_holding_the_gil)
+    monkeypatch.setattr(testing, '_TEARDOWN_S', 1)
+    outcome, stuck = testing._in_child(lambda: {'response': 'answered'}, 30.0)
+    assert outcome == {'response': 'answered'}
+    assert stuck
 
 
 def test_the_node_says_which_fast_dds_profile_it_uses(node):
