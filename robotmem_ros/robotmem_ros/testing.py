@@ -10,6 +10,7 @@ processes that call it (below).
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
 import pathlib
@@ -18,9 +19,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from typing import Any, Callable
+from typing import Any
 import uuid
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
@@ -76,15 +76,16 @@ _CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own tim
 # A client process closes its DDS participant before it exits, as a well-behaved process does:
 # one that dies with its shared-memory ports open can leave a port that its successor cannot
 # use (docs/reliability.md, "A dead client's shared-memory port"). Fast DDS 3.2 can deadlock
-# in that teardown (DomainParticipant::set_listener waiting on a discovery callback that waits
-# on the same lock, about once in 2 000 calls), so it gets this long before the process
-# leaves without it and reports so in its exit status.
-_TEARDOWN_S = 10.0
-_TEARDOWN_STUCK = 3
+# in that teardown (DomainParticipant::set_listener spinning until a discovery callback ends
+# that waits on a lock the spinning thread holds, about once in 2 000 calls), and it spins
+# holding the GIL, so no Python timer can end it: an alarm does (SIGALRM's default action
+# ends the process, counted as a stuck teardown).
+_TEARDOWN_S = 10
 # A child that gives no result in time is asked for every thread's Python stack (faulthandler
 # on SIGUSR1) and given this long to write it before it is killed; one that crashes writes them
 # itself (faulthandler on SIGSEGV and the like). The tally reports them with the wait status.
 _STACK_DUMP_S = 2.0
+_MODULE = 'robotmem_ros.testing'  # this module, as client processes import it
 # The client process's node: destroyed by ``_close_dds`` and nowhere else.
 _client_nodes: list[Any] = []
 
@@ -95,7 +96,7 @@ def fresh_client_lanes(prefix: str, lanes: int, calls: int, resend: bool = True,
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
     procs = [subprocess.Popen(
-        [sys.executable, '-m', 'robotmem_ros.testing', prefix, str(lane), str(calls),
+        [sys.executable, '-m', _MODULE, prefix, str(lane), str(calls),
          '1' if resend else '0', str(timeout)], env=env, stdout=subprocess.PIPE, text=True)
         for lane in range(lanes)]
     return [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
@@ -103,14 +104,11 @@ def fresh_client_lanes(prefix: str, lanes: int, calls: int, resend: bool = True,
 
 def _lane(prefix: str, lane: int, calls: int, resend: bool, timeout: float) -> dict[str, Any]:
     """Make ``calls`` calls, each from a client process of its own; tally what they saw."""
-    import rclpy  # noqa: F401  imported once here, so each forked client starts at once
-    import robotmem_msgs.srv  # noqa: F401
-    import robotmem_ros.client.resend  # noqa: F401
     tally: dict[str, Any] = {'unanswered': 0, 'no_server_seen': 0, 'client_failed': 0,
                              'teardown_stuck': 0, 'copies': [], 'learned': {}, 'failures': []}
     for i in range(calls):
-        outcome, stuck = _in_child(lambda: _fresh_call(prefix, lane, i, resend, timeout),
-                                   timeout)
+        outcome, stuck = _in_child(f'{_MODULE}:_fresh_call',
+                                   [prefix, lane, i, resend, timeout], timeout)
         tally['teardown_stuck'] += stuck
         if 'error' in outcome:
             tally['client_failed'] += 1
@@ -160,63 +158,81 @@ def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
     return {'response': answer, 'copies': copies, 'insight': insight, 'graph': graph}
 
 
-def _in_child(body: Callable[[], dict[str, Any]],
-              timeout: float) -> tuple[dict[str, Any], bool]:
+def _in_child(body: str, args: list[Any], timeout: float) -> tuple[dict[str, Any], bool]:
     """
-    Run ``body`` in a forked process; return its result and whether closing DDS got stuck there.
+    Run ``body(*args)`` (``module:function``) in a new process; return its result and stuck.
 
-    A fresh process per call is what the lost-answer race needs (participant and endpoint
-    discovery under way during the first request). The child sends its result first, then
-    closes its participant (``_close_dds``) and exits.
+    A new process per call is what the lost-answer race needs (participant and endpoint
+    discovery under way during the first request). It is started afresh, as a client process
+    on a robot is, not forked: a fork of a process that has imported rclpy copies the threads'
+    state of LTTng-UST (loaded with rclpy's tracing) and OpenBLAS, and one such fork crashed
+    with SIGSEGV before its call. The child prints its result first, then closes its
+    participant (``_close_dds``) and exits; ``stuck`` says that closing did not finish.
     """
-    read_end, write_end = os.pipe()
-    stacks = tempfile.TemporaryFile()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        faulthandler.enable(file=stacks, all_threads=True)  # a crash leaves its stacks too
-        faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-        try:
-            payload = json.dumps(body()).encode()
-        except BaseException as exc:  # report, never fall back into the lane's loop
-            payload = json.dumps({'response': None, 'copies': 0, 'error': repr(exc)}).encode()
-        os.write(write_end, payload)
-        os.close(write_end)
-        os._exit(0 if _close_dds() else _TEARDOWN_STUCK)
-    os.close(write_end)
-    with os.fdopen(read_end, 'rb') as pipe, stacks:
-        ready, _, _ = select.select([pipe], [], [], timeout + _CHILD_GRACE_S)
-        data = pipe.read() if ready else b''
-        if not ready:
-            os.kill(pid, signal.SIGUSR1)
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(p for p in sys.path if p)  # what the caller imports
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, '-m', _MODULE, 'child', body, json.dumps(args)],
+            env=env, stdout=subprocess.PIPE, stderr=stderr)
+        line = _first_line(proc.stdout, time.monotonic() + timeout + _CHILD_GRACE_S)
+        if not line:
+            proc.send_signal(signal.SIGUSR1)  # every thread's stack to stderr, then kill
             time.sleep(_STACK_DUMP_S)
-            os.kill(pid, signal.SIGKILL)
-        stacks.seek(0)
-        dumped = stacks.read().decode(errors='replace')
-    _, status = os.waitpid(pid, 0)
-    stuck = os.WIFEXITED(status) and os.WEXITSTATUS(status) == _TEARDOWN_STUCK
-    if data:
-        return json.loads(data), stuck
-    why = f'no result from the child (wait status {status}); its stacks:\n{dumped}'
+            proc.kill()
+        status = proc.wait()
+        proc.stdout.close()
+        stderr.seek(0)
+        logged = stderr.read().decode(errors='replace')
+    stuck = status == -signal.SIGALRM
+    if line:
+        return json.loads(line), stuck
+    why = f'no result from the child (exit status {status}); its stderr:\n{logged[-8000:]}'
     return {'response': None, 'copies': 0, 'error': why}, stuck
 
 
-def _close_dds() -> bool:
-    """Destroy this process's client nodes and shut rclpy down; False if it did not finish."""
+def _first_line(stream: Any, deadline: float) -> bytes:
+    """Read ``stream`` up to its first newline; b'' at end of file or past ``deadline``."""
+    data = b''
+    while b'\n' not in data:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(stream.fileno(), 65536) if ready else b''
+        if not chunk:
+            return b''
+        data += chunk
+    return data.split(b'\n', 1)[0]
+
+
+def _child(body: str, args: list[Any]) -> None:
+    """Print ``body(*args)`` as one JSON line, close DDS within ``_TEARDOWN_S``, exit."""
+    faulthandler.enable(all_threads=True)  # a crash leaves its stacks on stderr
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    module, function = body.split(':')
+    try:
+        result = getattr(importlib.import_module(module), function)(*args)
+    except BaseException as exc:  # report it as the result
+        result = {'response': None, 'copies': 0, 'error': repr(exc)}
+    print(json.dumps(result), flush=True)
+    signal.alarm(_TEARDOWN_S)
+    _close_dds()
+    os._exit(0)
+
+
+def _close_dds() -> None:
+    """Destroy this process's client nodes and shut rclpy down."""
     import rclpy
-    done = threading.Event()
-
-    def close() -> None:
-        for node in _client_nodes:
-            node.destroy_node()
-        rclpy.try_shutdown()
-        done.set()
-
-    threading.Thread(target=close, daemon=True).start()
-    return done.wait(_TEARDOWN_S)
+    for node in _client_nodes:
+        node.destroy_node()
+    rclpy.try_shutdown()
 
 
-if __name__ == '__main__':  # one lane of fresh_client_lanes
-    _prefix, _lane_id, _calls, _resend, _timeout = sys.argv[1:6]
-    print(json.dumps(_lane(_prefix, int(_lane_id), int(_calls), _resend == '1',
-                           float(_timeout))), flush=True)
+if __name__ == '__main__':
+    # Through the imported module, not this __main__ copy of it: a body (``_fresh_call`` or a
+    # test's) records its nodes in that module's ``_client_nodes``.
+    _testing = importlib.import_module(_MODULE)
+    if sys.argv[1] == 'child':  # one client process of a lane
+        _testing._child(sys.argv[2], json.loads(sys.argv[3]))
+    else:  # one lane of fresh_client_lanes
+        _prefix, _lane_id, _calls, _resend, _timeout = sys.argv[1:6]
+        print(json.dumps(_testing._lane(_prefix, int(_lane_id), int(_calls), _resend == '1',
+                                        float(_timeout))), flush=True)
