@@ -83,7 +83,7 @@ _CHILD_GRACE_S = 30.0  # start-up of a client process, beyond the call's own tim
 _TEARDOWN_S = 10
 # A child that gives no result in time is asked for every thread's Python stack (faulthandler
 # on SIGUSR1) and given this long to write it before it is killed; one that crashes writes them
-# itself (faulthandler on SIGSEGV and the like). The tally reports them with the wait status.
+# itself (faulthandler on SIGSEGV and the like). The tally reports them with the exit status.
 _STACK_DUMP_S = 2.0
 _MODULE = 'robotmem_ros.testing'  # this module, as client processes import it
 # The client process's node: destroyed by ``_close_dds`` and nowhere else.
