@@ -257,6 +257,26 @@ class FaissCandidate(Candidate):
 
     package = 'faiss'
     filter_api = 'yes (IDSelectorBitmap in SearchParameters, applied during the scan)'
+    knob = ('', '')  # (setting's label, SearchParameters field) swept; none by default
+
+    def knob_values(self) -> list[int]:
+        """Values of the swept search parameter, the first one used after the build."""
+        return []
+
+    def settings(self) -> list[str]:
+        return [f'{self.knob[0]}={value}' for value in self.knob_values()] or ['']
+
+    def use(self, setting: str) -> None:
+        if setting:
+            self.search_kwargs[self.knob[1]] = int(setting.split('=')[1])
+
+    def _ready(self, rescore_n: int, params_class: Any) -> None:
+        """End a build: how many floats to rescore, the search parameters, the first setting."""
+        values = self.knob_values()
+        self.rescore_n = rescore_n
+        self.params_class = params_class
+        self.search_kwargs = {self.knob[1]: values[0]} if values else {}
+        self._searching()
 
     def _params(self, filt: str) -> Any:
         import faiss
@@ -336,26 +356,24 @@ class FaissIVFPQ(FaissCandidate):
     """IVF (sqrt N lists) + PQ 48x8 codes: scans nprobe lists only."""
 
     name = 'faiss IVF+PQ48'
+    knob = ('nprobe', 'nprobe')
+    refine = ''  # scalar codes that re-rank the PQ candidates in RAM (subclasses); '' = none
 
     def build(self) -> None:
         import faiss
         self._building()
         nlist = max(16, int(math.sqrt(self.data.size)))
-        self.name = f'faiss IVF{nlist},PQ48'
-        self.index = faiss.index_factory(self.data.vectors.shape[1], f'IVF{nlist},PQ48np',
+        stage = f',Refine({self.refine})' if self.refine else ''
+        self.name = f'faiss IVF{nlist},PQ48{stage}'
+        self.index = faiss.index_factory(self.data.vectors.shape[1], f'IVF{nlist},PQ48np{stage}',
                                          faiss.METRIC_INNER_PRODUCT)
         self.index.train(self._train_sample(40 * nlist))
         self.index.add(self.data.vectors)
-        self.rescore_n = self.args.rescore_pq
-        self.params_class = faiss.SearchParametersIVF
-        self.search_kwargs = {'nprobe': self.args.nprobes[0]}
-        self._searching()
+        self._ready(self.args.rescore_graph if self.refine else self.args.rescore_pq,
+                    faiss.SearchParametersIVF)
 
-    def settings(self) -> list[str]:
-        return [f'nprobe={n}' for n in self.args.nprobes]
-
-    def use(self, setting: str) -> None:
-        self.search_kwargs['nprobe'] = int(setting.split('=')[1])
+    def knob_values(self) -> list[int]:
+        return self.args.nprobes
 
 
 class FaissIVFPQRefine(FaissIVFPQ):
@@ -367,21 +385,6 @@ class FaissIVFPQRefine(FaissIVFPQ):
     """
 
     refine = 'SQ8'
-
-    def build(self) -> None:
-        import faiss
-        self._building()
-        nlist = max(16, int(math.sqrt(self.data.size)))
-        self.name = f'faiss IVF{nlist},PQ48,Refine({self.refine})'
-        self.index = faiss.index_factory(self.data.vectors.shape[1],
-                                         f'IVF{nlist},PQ48np,Refine({self.refine})',
-                                         faiss.METRIC_INNER_PRODUCT)
-        self.index.train(self._train_sample(40 * nlist))
-        self.index.add(self.data.vectors)
-        self.rescore_n = self.args.rescore_graph
-        self.params_class = faiss.SearchParametersIVF
-        self.search_kwargs = {'nprobe': self.args.nprobes[0]}
-        self._searching()
 
     def _params(self, filt: str) -> Any:
         import faiss
@@ -406,6 +409,7 @@ class FaissHNSWSQ(FaissCandidate):
     """IndexHNSWSQ: 8-bit scalar codes (384 B) in an HNSW graph (M=32)."""
 
     name = 'faiss HNSW32,SQ8'
+    knob = ('ef', 'efSearch')
 
     def build(self) -> None:
         import faiss
@@ -414,16 +418,10 @@ class FaissHNSWSQ(FaissCandidate):
                                        32, faiss.METRIC_INNER_PRODUCT)
         self.index.train(self._train_sample())
         self._capped_add(lambda a, b: self.index.add(self.data.vectors[a:b]))
-        self.rescore_n = self.args.rescore_graph
-        self.params_class = faiss.SearchParametersHNSW
-        self.search_kwargs = {'efSearch': self.args.efs[0]}
-        self._searching()
+        self._ready(self.args.rescore_graph, faiss.SearchParametersHNSW)
 
-    def settings(self) -> list[str]:
-        return [f'ef={ef}' for ef in self.args.efs]
-
-    def use(self, setting: str) -> None:
-        self.search_kwargs['efSearch'] = int(setting.split('=')[1])
+    def knob_values(self) -> list[int]:
+        return self.args.efs
 
 
 class USearch(Candidate):
