@@ -142,6 +142,12 @@ class MemoryConfig:
                             '== "real".', lo=0.0, hi=100.0)
     max_fetch: int = _e(2000, 'Deepest candidate fetch per channel when filters starve '
                         'results.', lo=10, hi=100_000)
+    ann_min_vectors: int = _e(20_000, 'Stored vectors from which an IVF-PQ index (faiss) '
+                              'proposes the vector candidates instead of a scan of every '
+                              'sign-bit code; built in the background at start and as the '
+                              'store grows; 0 = never.', lo=0, hi=1_000_000_000, read_only=True)
+    ann_nprobe: int = _e(32, 'Inverted lists the IVF-PQ index scans per search (more: higher '
+                         'recall, slower).', lo=1, hi=65_536, read_only=True)
     max_collections: int = _e(10_000, 'Collections a store may hold; a write that names a new '
                               'collection beyond this is refused (any client can name one).',
                               lo=1, hi=10_000_000)

@@ -4,8 +4,8 @@ bench/bench_ann.py still runs against the engine it calls (VectorIndex, the stor
 A tiny size only (2 000 vectors, 10 queries); no timing is asserted. The sign-bit row uses the
 engine's own index on a real SQLite store, so a change to the engine's vector code that breaks
 the benchmark fails here. Filtered subsets at this size are smaller than the rescoring pool, so
-the engine ranks them exactly: their recall must be 1.0. The faiss row runs only where
-requirements/bench-ann.txt is installed (it is not a runtime dependency).
+the engine ranks them exactly: their recall must be 1.0. The faiss row runs where faiss-cpu is
+installed (requirements/runtime.txt; a robot may run without it).
 """
 
 import importlib.util
@@ -59,7 +59,7 @@ def test_engine_sign_bits_are_exact_on_small_filtered_sets(tmp_path):
     assert row['index_bytes'] > 0
 
 
-@pytest.mark.skipif(not HAS_FAISS, reason='faiss-cpu (requirements/bench-ann.txt) not installed')
+@pytest.mark.skipif(not HAS_FAISS, reason='faiss-cpu (requirements/runtime.txt) not installed')
 def test_faiss_ivfpq_refine_honours_the_filter(tmp_path):
     rows = _run(tmp_path, 'faiss-ivfpq-sq6')
     (row,) = rows.values()

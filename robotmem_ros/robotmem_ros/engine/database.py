@@ -97,7 +97,8 @@ def prepare_path(path: pathlib.Path) -> None:
 class Database:
     """The store's connections and the one write path."""
 
-    def __init__(self, path: pathlib.Path) -> None:
+    def __init__(self, path: pathlib.Path, *, ann_min_vectors: int = 0,
+                 ann_nprobe: int = 32) -> None:
         self.path = path
         prepare_path(path)
         self._write_lock = threading.RLock()
@@ -111,7 +112,8 @@ class Database:
         except sqlite3.DatabaseError as exc:
             raise classify(exc, path) from exc
         self.has_vec = self._probe_vec()
-        self.vectors = VectorIndex(self.reader)
+        self.vectors = VectorIndex(self.reader, ann_min_vectors, ann_nprobe,
+                                   opener=lambda: connect(str(path)))
         self._writer.vector_index = self.vectors
 
     def _probe_vec(self) -> bool:
@@ -281,6 +283,7 @@ class Database:
             if self._closed:
                 return
             self._closed = True
+            self.vectors.close()
             with self._readers_lock:
                 for conn in self._readers:
                     conn.close()

@@ -16,16 +16,26 @@ finds that its ``(memory_id, seq)`` is gone; rescoring reads the row back, so a 
 cost a candidate slot but can never be returned. When fewer than ``k`` candidates survive, the
 pool grows until the filtered set is exhausted: a filtered search returns ``k`` results when
 ``k`` exist.
+
+From ``ann_min_vectors`` vectors on (and with faiss installed), an IVF-PQ stage
+(engine/ann_stage.py) is built in a background thread from the floats in SQLite and proposes
+the candidates instead of the full scan; the scan answers while it builds, and whenever its
+candidates leave fewer than ``k`` results (a selective SQL filter), so that guarantee holds.
+The stage lives in RAM only and is rebuilt at every start: the file stays the one truth, and
+no crash can leave a stale index behind.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from robotmem_ros.engine import vector_store
+from robotmem_ros.engine import ann_stage, vector_store
+
+LOG = logging.getLogger('robotmem.engine')
 
 # Float vectors re-read per search; small filtered sets are rescored entirely (exact). The
 # pool also grows with the filtered set: sign bits rank near-duplicates coarsely, and a fixed
@@ -37,6 +47,13 @@ RESCORE_SHARE = 1 / 400
 WORD_BYTES = 8
 GROW = 1.5
 LOAD_CHUNK = 50_000
+# The approximate stage re-reads this many floats per search (at least 2 k): 40 held recall@10
+# at 0.98 at 1M (docs/performance.md); it is rebuilt, with sqrt(N) lists again, each time the
+# store has grown this many times over since it was trained; blocks of floats read to fill it.
+ANN_CANDIDATES = 40
+ANN_REBUILD_GROWTH = 4
+ANN_BLOCK = 20_000
+SAMPLE_CHUNK = 10_000  # seqs per statement of the training sample (SQLite's variable limit)
 
 
 def code_of(vector: np.ndarray) -> bytes:
@@ -54,8 +71,18 @@ def to_blob(vector: np.ndarray) -> bytes:
 class VectorIndex:
     """Binary codes plus filter columns of every stored vector, kept in step with SQLite."""
 
-    def __init__(self, reader: Callable[[], Any]) -> None:
+    def __init__(self, reader: Callable[[], Any], ann_min_vectors: int = 0,
+                 ann_nprobe: int = 32, opener: Callable[[], Any] | None = None) -> None:
         self._reader = reader
+        self._opener = opener  # a private connection for the builder, which may outlive a close
+        self._ann_min = ann_min_vectors if ann_stage.available() and opener else 0
+        self._ann_nprobe = ann_nprobe
+        self._ann: ann_stage.AnnStage | None = None
+        self._ann_lock = threading.Lock()  # faiss's add and search must not run side by side
+        self._ann_builder: threading.Thread | None = None
+        self._ann_error = ''
+        self._generation = 0  # bumped by reset(): a build begun before it is thrown away
+        self._stopping = False
         self._lock = threading.Lock()
         self._refresh_lock = threading.Lock()
         self._size = 0
@@ -77,11 +104,24 @@ class VectorIndex:
         with self._lock:
             self._size = 0
             self._last_seq = 0
+            self._ann = None
+            self._generation += 1
+
+    def close(self) -> None:
+        """
+        Let a background build stop at its next block; it closes its own connection.
+
+        Not joined: a training step can take seconds at 1M and a node's shutdown must not wait.
+        """
+        self._stopping = True
 
     def refresh(self) -> int:
         """Load the vectors committed since the last call (all of them the first time)."""
         with self._refresh_lock:
-            return self._load_since()
+            loaded = self._load_since()
+            if self._ann_min:
+                self._keep_ann()
+            return loaded
 
     def _load_since(self) -> int:
         conn = self._reader()
@@ -140,6 +180,84 @@ class VectorIndex:
             grown[:self._size] = old[:self._size]
             setattr(self, attr, grown)
 
+    # --- the approximate stage ------------------------------------------------------------
+
+    def _keep_ann(self) -> None:
+        """Add the positions loaded since to the stage; start a (re)build when one is due."""
+        ann = self._ann
+        if ann is not None and ann.size < self._size:
+            self._extend(ann, self._reader())
+        building = self._ann_builder is not None and self._ann_builder.is_alive()
+        due = (self._size >= self._ann_min if ann is None
+               else self._size >= ANN_REBUILD_GROWTH * ann.trained_for)
+        if due and not building and not self._ann_error and not self._stopping:
+            self._ann_builder = threading.Thread(target=self._build, args=(self._generation,),
+                                                 name='robotmem-ann-build', daemon=True)
+            self._ann_builder.start()
+
+    def _extend(self, ann: ann_stage.AnnStage, conn: Any) -> None:
+        """Append the floats of positions ``ann.size .. size - 1`` (in blocks)."""
+        with self._lock:
+            seqs = self._seqs[:self._size].copy()
+        for block in self._blocks(conn, seqs, ann.size, len(seqs), ann.dim):
+            with self._ann_lock:
+                ann.add(block)
+
+    def _build(self, generation: int) -> None:
+        """Train and fill a stage over the positions held now, then swap it in (a thread)."""
+        conn = None
+        try:
+            conn = self._opener()
+            with self._lock:
+                seqs = self._seqs[:self._size].copy()
+            stage = ann_stage.build(
+                len(seqs), self._ann_nprobe,
+                lambda positions: self._sample(conn, seqs, positions),
+                lambda start, end, dim: self._blocks(conn, seqs, start, end, dim))
+            with self._refresh_lock:
+                if generation != self._generation or self._stopping:
+                    return
+                self._extend(stage, conn)
+                self._ann = stage
+        except Exception as exc:  # noqa: BLE001 - the scan keeps answering; say why once
+            if self._stopping:
+                return  # the store closed under the build: nothing to report
+            self._ann_error = f'{type(exc).__name__}: {exc}'
+            LOG.warning('vector index: the approximate stage could not be built (%s); the '
+                        'sign-bit scan keeps answering', self._ann_error)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def _blocks(self, conn: Any, seqs: np.ndarray, start: int, end: int,
+                dim: int) -> Iterator[np.ndarray]:
+        """Float vectors of positions ``start .. end - 1`` in blocks; a missing row is zeros."""
+        for lo in range(start, end, ANN_BLOCK):
+            hi = min(lo + ANN_BLOCK, end)
+            rows = vector_store.embeddings_between(conn, int(seqs[lo]), int(seqs[hi - 1]))
+            yield self._placed(rows, seqs[lo:hi], dim)
+
+    def _sample(self, conn: Any, seqs: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Float vectors of the given positions; their dimension is the first stored one's."""
+        wanted = seqs[positions]
+        rows = [row for lo in range(0, len(wanted), SAMPLE_CHUNK)
+                for row in vector_store.embeddings_of_seqs(
+                    conn, wanted[lo:lo + SAMPLE_CHUNK].tolist())]
+        if not rows:
+            raise ValueError('no float vectors stored for a sample of the index')
+        return self._placed(rows, wanted, len(rows[0][1]) // 4)
+
+    def _placed(self, rows: list[Any], seqs: np.ndarray, dim: int) -> np.ndarray:
+        """Rows of (seq, blob) put at the index of their seq in ``seqs`` (sorted)."""
+        if self._stopping:
+            raise RuntimeError('the store is closing')
+        out = np.zeros((len(seqs), dim), dtype=np.float32)
+        rows = [r for r in rows if len(r[1]) == 4 * dim]  # another model's: reindex removes
+        if rows:
+            at = np.searchsorted(seqs, [r[0] for r in rows])
+            out[at] = np.frombuffer(b''.join(r[1] for r in rows), dtype='<f4').reshape(-1, dim)
+        return out
+
     # --- search ------------------------------------------------------------------------
 
     def search(self, conn: Any, vector: np.ndarray, collection: str, k: int, *,
@@ -155,11 +273,19 @@ class VectorIndex:
         """
         self.refresh()
         with self._lock:
-            selected = self._select(collection, session_id, type_)
+            mask = self._select(collection, session_id, type_)
+            selected = np.flatnonzero(mask)
             if selected.size == 0:
                 return []
             query = np.frombuffer(code_of(vector), dtype=np.uint64)
             codes, ids, seqs = self._codes, self._ids, self._seqs
+        ann = self._ann
+        if ann is not None and selected.size > RESCORE_MIN:
+            with self._ann_lock:
+                rows = ann.search(vector, mask, max(ANN_CANDIDATES, 2 * k))
+            found = self._rescore(conn, vector, ids[rows], seqs[rows], where)
+            if len(found) >= k:
+                return _best(found, k)
         distance = _hamming(codes, query, int(selected[-1]) + 1)[selected]
         pool = max(RESCORE_MIN, RESCORE_PER_K * k, int(selected.size * RESCORE_SHARE))
         found: dict[int, float] = {}
@@ -168,20 +294,20 @@ class VectorIndex:
             found.update(self._rescore(conn, vector, ids[rows], seqs[rows], where))
             if len(found) >= k:
                 break
-        best = sorted(found.items(), key=lambda item: (-item[1], item[0]))
-        return best[:k]
+        return _best(found, k)
 
     def _select(self, collection: str, session_id: str, type_: str) -> np.ndarray:
+        """Boolean mask over positions: alive, in the collection (and session, type)."""
         code = self._names['collection'].get(collection)
-        if code is None:
-            return np.zeros(0, dtype=np.int64)
         size = self._size
+        if code is None:
+            return np.zeros(size, dtype=bool)
         mask = self._alive[:size] & (self._coll[:size] == code)
         if session_id:
             mask &= self._sess[:size] == self._names['session'].get(session_id, -1)
         if type_:
             mask &= self._fact[:size] == (type_ != 'perception')
-        return np.flatnonzero(mask)
+        return mask
 
     def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
                  where: tuple[str, list[Any]]) -> dict[int, float]:
@@ -204,13 +330,23 @@ class VectorIndex:
             size = self._size
             self._alive[:size] &= ~np.isin(self._ids[:size], memory_ids)
 
-    def stats(self) -> dict[str, int]:
-        """Entries held and bytes of the arrays (for status and benchmarks)."""
+    def stats(self) -> dict[str, Any]:
+        """Entries held, bytes of the arrays and the approximate stage (status, benchmarks)."""
         with self._lock:
             live = int(self._alive[:self._size].sum())
             nbytes = sum(getattr(self, a).nbytes for a in
                          ('_codes', '_ids', '_seqs', '_coll', '_sess', '_fact', '_alive'))
-        return {'entries': self._size, 'live': live, 'bytes': nbytes}
+        ann = self._ann
+        building = self._ann_builder is not None and self._ann_builder.is_alive()
+        return {'entries': self._size, 'live': live, 'bytes': nbytes,
+                'ann_entries': ann.size if ann is not None else 0,
+                'ann_bytes': ann.nbytes() if ann is not None else 0,
+                'ann_building': building, 'ann_error': self._ann_error}
+
+
+def _best(found: dict[int, float], k: int) -> list[tuple[int, float]]:
+    """Return the ``k`` highest cosines, ties by id (the same order as an exact scan)."""
+    return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
 def _hamming(codes: np.ndarray, query: np.ndarray, rows: int) -> np.ndarray:

@@ -38,3 +38,24 @@ def active_embeddings(conn: Any, ids: Sequence[int],
         f'JOIN memory_embeddings e ON e.memory_id = m.id '
         f"WHERE m.id IN ({marks}) AND m.status = 'active'{where[0]}",
         [*ids, *where[1]]).fetchall()
+
+
+def embeddings_between(conn: Any, first_seq: int, last_seq: int) -> list[Any]:
+    """
+    Return (seq, float vector) of the vector rows with ``first_seq <= seq <= last_seq``.
+
+    The approximate stage of the index (engine/ann_stage.py) is filled in seq order, block by
+    block, so a range read keeps one block of floats in memory at a time.
+    """
+    return conn.execute('SELECT v.seq, e.embedding FROM memory_vectors v '
+                        'JOIN memory_embeddings e ON e.memory_id = v.memory_id '
+                        'WHERE v.seq BETWEEN ? AND ? ORDER BY v.seq',
+                        (first_seq, last_seq)).fetchall()
+
+
+def embeddings_of_seqs(conn: Any, seqs: Sequence[int]) -> list[Any]:
+    """Return (seq, float vector) of the vector rows ``seqs`` still stored (a training sample)."""
+    marks = ','.join('?' * len(seqs))
+    return conn.execute(f'SELECT v.seq, e.embedding FROM memory_vectors v '
+                        f'JOIN memory_embeddings e ON e.memory_id = v.memory_id '
+                        f'WHERE v.seq IN ({marks})', list(seqs)).fetchall()

@@ -1,0 +1,173 @@
+"""The IVF-PQ stage of the vector index: used once built, never wrong, never in the way (15)."""
+
+from __future__ import annotations
+
+import time
+
+from engine_helpers import make_engine
+import numpy as np
+import pytest
+from robotmem_ros.engine import ann_stage, store, vector_index
+from robotmem_ros.types import PerceptionInput
+
+pytestmark = pytest.mark.skipif(not ann_stage.available(), reason='faiss-cpu is not installed')
+
+BUILD_WAIT_S = 120.0  # a bound for a hung build, not a speed target
+
+
+def _topics(rng: np.random.Generator, topics: int, each: int) -> np.ndarray:
+    """Draw unit vectors in families around ``topics`` centres, as real memories come."""
+    centres = rng.standard_normal((topics, 384))
+    vectors = np.repeat(centres, each, axis=0) + 0.4 * rng.standard_normal((topics * each, 384))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _bulk(engine, vectors: np.ndarray, collection: str = 'default', session: str = '',
+          data: dict | None = None) -> list[int]:
+    ids = engine.save_perceptions([
+        PerceptionInput(description=f'reading {i}', collection=collection, session_id=session,
+                        data=data) for i in range(len(vectors))])
+    with engine.db.write() as conn:
+        for memory_id, vector in zip(ids, vectors):
+            store.put_vector(conn, memory_id, vector)
+    return ids
+
+
+def _built(engine, entries: int) -> dict:
+    """Search once (which starts the build), then wait until the stage covers ``entries``."""
+    index = engine.db.vectors
+    index.refresh()
+    deadline = time.monotonic() + BUILD_WAIT_S
+    while time.monotonic() < deadline:
+        index.refresh()
+        stats = index.stats()
+        if stats['ann_entries'] >= entries and not stats['ann_building']:
+            return stats
+        assert not stats['ann_error'], stats['ann_error']
+        time.sleep(0.05)
+    raise AssertionError(f'stage not built in {BUILD_WAIT_S} s: {index.stats()}')
+
+
+@pytest.fixture
+def scans(monkeypatch) -> list[int]:
+    """Record every full sign-bit scan (the path the stage replaces)."""
+    calls: list[int] = []
+    real = vector_index._hamming
+
+    def counting(codes, query, rows):
+        calls.append(rows)
+        return real(codes, query, rows)
+
+    monkeypatch.setattr(vector_index, '_hamming', counting)
+    return calls
+
+
+def _exact(vectors: np.ndarray, ids: list[int], query: np.ndarray, k: int) -> list[int]:
+    return [ids[i] for i in np.argsort(-(vectors @ query), kind='stable')[:k]]
+
+
+def test_a_built_stage_answers_without_a_full_scan_and_finds_the_neighbours(tmp_path, scans):
+    rng = np.random.default_rng(5)
+    engine = make_engine(tmp_path, ann_min_vectors=1000, ann_nprobe=16)
+    vectors = _topics(rng, 60, 50)
+    ids = _bulk(engine, vectors)
+    stats = _built(engine, len(ids))
+    assert stats['ann_bytes'] > 0
+    scans.clear()
+    overlap = []
+    for query in vectors[rng.choice(len(ids), 20, replace=False)]:
+        hits = store.vec_search(engine.db.reader(), query, 'default', 10)
+        overlap.append(len({i for i, _ in hits} & set(_exact(vectors, ids, query, 10))) / 10)
+        exact = float(vectors[ids.index(hits[0][0])] @ query)
+        assert hits[0][1] == pytest.approx(exact, abs=1e-5)  # cosines are exact, from SQLite
+    assert scans == []
+    assert np.mean(overlap) >= 0.9
+    engine.close()
+
+
+def test_below_the_threshold_or_with_zero_there_is_no_stage(tmp_path, scans):
+    rng = np.random.default_rng(6)
+    for name, threshold in (('below.db', 5000), ('off.db', 0)):
+        engine = make_engine(tmp_path, name=name, ann_min_vectors=threshold)
+        _bulk(engine, _topics(rng, 20, 50))
+        store.vec_search(engine.db.reader(), _topics(rng, 1, 1)[0], 'default', 5)
+        stats = engine.db.vectors.stats()
+        assert stats['ann_entries'] == 0 and not stats['ann_building']
+        engine.close()
+    assert scans  # the scan answered
+
+
+def test_filters_still_return_k_when_k_exist(tmp_path):
+    rng = np.random.default_rng(7)
+    engine = make_engine(tmp_path, ann_min_vectors=1000)
+    _bulk(engine, _topics(rng, 40, 50), data={'robot': 'b'})
+    session = engine.start_session().session_id
+    mine = _bulk(engine, _topics(rng, 3, 5), session=session)
+    robot_a = _bulk(engine, _topics(rng, 2, 6), data={'robot': 'a'})
+    _built(engine, 2000 + 15 + 12)
+    conn = engine.db.reader()
+    query = _topics(rng, 1, 1)[0]
+    hits = store.vec_search(conn, query, 'default', 10, session_id=session)
+    assert len(hits) == 10 and {i for i, _ in hits} <= set(mine)
+    assert len(store.vec_search(conn, query, 'default', 50, session_id=session)) == 15
+    hits = store.vec_search(conn, query, 'default', 10, context=[('$.data.robot', 'a')])
+    assert len(hits) == 10 and {i for i, _ in hits} <= set(robot_a)
+    engine.close()
+
+
+def test_vectors_stored_after_the_build_are_found_and_deleted_ones_never(tmp_path, scans):
+    rng = np.random.default_rng(8)
+    engine = make_engine(tmp_path, ann_min_vectors=1000)
+    vectors = _topics(rng, 40, 50)
+    ids = _bulk(engine, vectors)
+    _built(engine, len(ids))
+    later = _topics(rng, 1, 3)
+    added = _bulk(engine, later)
+    conn = engine.db.reader()
+    scans.clear()
+    assert store.vec_search(conn, later[1], 'default', 1)[0][0] == added[1]
+    assert engine.db.vectors.stats()['ann_entries'] == len(ids) + 3
+    engine.forget(added[1])
+    engine.forget(ids[7])
+    assert added[1] not in [i for i, _ in store.vec_search(conn, later[1], 'default', 10)]
+    assert ids[7] not in [i for i, _ in store.vec_search(conn, vectors[7], 'default', 10)]
+    assert scans == []
+    engine.close()
+
+
+def test_a_failed_build_leaves_the_scan_answering(tmp_path, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise MemoryError('no room for the index')
+
+    monkeypatch.setattr(ann_stage, 'build', broken)
+    rng = np.random.default_rng(9)
+    engine = make_engine(tmp_path, ann_min_vectors=500)
+    vectors = _topics(rng, 20, 50)
+    ids = _bulk(engine, vectors)
+    index = engine.db.vectors
+    index.refresh()
+    deadline = time.monotonic() + BUILD_WAIT_S
+    while not index.stats()['ann_error'] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert 'no room for the index' in index.stats()['ann_error']
+    assert 'sign-bit scan keeps answering' in caplog.text
+    hits = store.vec_search(engine.db.reader(), vectors[3], 'default', 1)
+    assert hits[0][0] == ids[3]
+    index.refresh()
+    assert not index.stats()['ann_building']  # no retry loop
+    engine.close()
+
+
+def test_closing_during_a_build_is_quiet_and_a_reindex_discards_the_stage(tmp_path, caplog):
+    rng = np.random.default_rng(10)
+    engine = make_engine(tmp_path, ann_min_vectors=1000)
+    _bulk(engine, _topics(rng, 40, 50))
+    engine.db.vectors.refresh()
+    assert engine.db.vectors.stats()['ann_building']
+    engine.close()
+    again = make_engine(tmp_path, ann_min_vectors=1000)
+    _built(again, 2000)
+    again.db.vectors.reset()
+    assert again.db.vectors.stats()['ann_entries'] == 0
+    again.close()
+    assert 'could not be built' not in caplog.text
