@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 
+from diagnostic_msgs.msg import DiagnosticStatus
 from engine_helpers import make_engine
 import numpy as np
 import pytest
 from robotmem_ros.engine import ann_stage, store, vector_index
+from robotmem_ros.node.perception_ingest import IngestCounters
+from robotmem_ros.node.status import build_diagnostics
 from robotmem_ros.types import PerceptionInput
 
 pytestmark = pytest.mark.skipif(not ann_stage.available(), reason='faiss-cpu is not installed')
@@ -73,6 +76,8 @@ def test_a_built_stage_answers_without_a_full_scan_and_finds_the_neighbours(tmp_
     ids = _bulk(engine, vectors)
     stats = _built(engine, len(ids))
     assert stats['ann_bytes'] > 0
+    status = engine.status()
+    assert status.ann_vectors == status.index_vectors == len(ids) and not status.ann_error
     scans.clear()
     overlap = []
     for query in vectors[rng.choice(len(ids), 20, replace=False)]:
@@ -155,6 +160,11 @@ def test_a_failed_build_leaves_the_scan_answering(tmp_path, monkeypatch, caplog)
     assert hits[0][0] == ids[3]
     index.refresh()
     assert not index.stats()['ann_building']  # no retry loop
+    status = engine.status()
+    assert status.ann_vectors == 0 and status.index_vectors == len(ids)
+    diagnostic = build_diagnostics(status, '', IngestCounters(), 100, 'auto')[0]
+    assert diagnostic.level == DiagnosticStatus.WARN
+    assert 'no room for the index' in diagnostic.message
     engine.close()
 
 

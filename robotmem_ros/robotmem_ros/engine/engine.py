@@ -364,6 +364,7 @@ class MemoryEngine:
             pending = store.count_unembedded(conn, active_only=True)
             active = store.count_active(conn, self._config.collection)
         emb = self.embedding.embedder
+        index = self.db.vectors.stats()
         return EngineStatus(
             db_path=str(self.db.path),
             embed_backend='onnx' if emb is not None else 'none',
@@ -373,7 +374,9 @@ class MemoryEngine:
             db_bytes=_db_bytes(self.db.path), reindex_needed=self.embedding.reindex_needed,
             embed_error=self.embedding.error, embed_failures=self.embedding.failures,
             pending_embeddings=pending if self.embedding.usable else 0,
-            embed_skipped=self.embedding.skipped, stamps_replaced=self.stamps_replaced)
+            embed_skipped=self.embedding.skipped, stamps_replaced=self.stamps_replaced,
+            index_vectors=index['live'], ann_vectors=index['ann_entries'],
+            ann_building=index['ann_building'], ann_error=index['ann_error'])
 
     # --- maintenance (logic in maintenance.py, doctor.py, reindex.py, transfer.py) ---------
 

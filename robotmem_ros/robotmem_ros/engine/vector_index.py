@@ -280,7 +280,9 @@ class VectorIndex:
             query = np.frombuffer(code_of(vector), dtype=np.uint64)
             codes, ids, seqs = self._codes, self._ids, self._seqs
         ann = self._ann
-        if ann is not None and selected.size > RESCORE_MIN:
+        # Not with SQL conditions (context equalities): the stage cannot test them, and the
+        # nearest few of the whole set rarely meet a selective one (measured: +50 ms at 1M).
+        if ann is not None and selected.size > RESCORE_MIN and not where[0]:
             with self._ann_lock:
                 rows = ann.search(vector, mask, max(ANN_CANDIDATES, 2 * k))
             found = self._rescore(conn, vector, ids[rows], seqs[rows], where)

@@ -62,12 +62,16 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
         store_diag = _status('robotmem: store', DiagnosticStatus.ERROR,
                              store_error or 'store not open', hw)
     else:
-        level = DiagnosticStatus.WARN if store.reindex_needed else DiagnosticStatus.OK
-        store_diag = _status('robotmem: store', level,
-                             'reindex needed' if store.reindex_needed else 'OK', hw,
+        problems = [m for m in ('reindex needed' if store.reindex_needed else '',
+                                f'vector index on its full scan: {store.ann_error}'
+                                if store.ann_error else '') if m]
+        store_diag = _status('robotmem: store',
+                             DiagnosticStatus.WARN if problems else DiagnosticStatus.OK,
+                             '; '.join(problems) or 'OK', hw,
                              db_bytes=store.db_bytes,
                              active_memories=store.active_memories_count,
-                             collection=store.collection)
+                             collection=store.collection, index_vectors=store.index_vectors,
+                             ann_vectors=store.ann_vectors, ann_building=store.ann_building)
     if store is None:
         embed_diag = _status('robotmem: embedder', DiagnosticStatus.STALE, 'not loaded', hw)
     else:
