@@ -105,7 +105,7 @@ def test_status_and_diagnostics_heartbeat(ros, start_node):
     assert names == ['robotmem: store', 'robotmem: embedder', 'robotmem: perception']
     store = seen[-1].status[0]
     assert store.level == store.OK
-    assert {kv.key for kv in store.values} >= {'db_bytes', 'active_memories', 'index_vectors',
-                                              'ann_vectors', 'ann_building'}
+    assert {kv.key for kv in store.values} >= {
+        'db_bytes', 'active_memories', 'index_vectors', 'ann_vectors', 'ann_building'}
     stamps = [(a.header.stamp.sec, a.header.stamp.nanosec) for a in seen]
     assert stamps == sorted(set(stamps))  # three distinct heartbeats

@@ -4,9 +4,10 @@ Approximate first pass of the vector index for large stores: faiss IVF-PQ with a
 Why this index (measured on the 2-core target; docs/performance.md, "Choosing the vector
 index"): at 1M memories the sign-bit scan costs about 120 ms per search, because it touches
 every code and re-reads 2 500 float vectors to hold recall. An inverted file of sqrt(N) lists
-with 48-byte product-quantization codes, whose best candidates are re-ranked in RAM by 6-bit
-scalar codes, answered in 2.7 ms with recall@10 0.983 after only 40 float vectors were re-read
-from SQLite. Graph indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M
+with 48-byte product-quantization codes, whose best candidates are re-ranked in RAM by 4-bit
+scalar codes, answered in a few ms with recall@10 0.98 after 80 float vectors were re-read
+from SQLite (6-bit codes held 0.99 with 40, but the node then took 640 MiB, over the 600 MiB
+budget; docs/performance.md, "The IVF-PQ stage, built"). Graph indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M
 on the same vectors, and a filter would cut their graph.
 
 The stage only proposes candidates: its ids are positions of the sign-bit index
@@ -33,7 +34,7 @@ except ImportError:  # an optional accelerator: the sign-bit scan answers withou
 LOG = logging.getLogger('robotmem.engine')
 
 PQ_BYTES = 48       # one byte per 8 dimensions of a 384-d vector: as small as the sign bits
-REFINE = 'SQ6'      # 6-bit scalar codes: SQ8's recall (0.983 at 1M) in 78 % of its RAM
+REFINE = 'SQ4'      # 4-bit scalar codes: 250 MB at 1M; recall@10 0.98 with 80 floats re-read
 TRAIN_PER_LIST = 40  # faiss wants about 39 training points per IVF list
 TRAIN_MIN = 20_000   # and enough for 256 centroids in each PQ sub-space
 REFINE_FACTOR = 25   # PQ candidates re-ranked by the scalar codes per float re-read
