@@ -81,9 +81,9 @@ def test_replayed_episodes_are_complete_ordered_and_consolidated(ros, start_node
         assert done.returncode == 0, done.stdout + done.stderr + node.log()
         assert 'perceptions sent 50, written 50' in done.stdout
     else:
-        replayer = Replayer(ros.node, node.prefix, rate=None)
+        replayer = Replayer(ros.node, node.prefix, rate=None, timeout=CALL_TIMEOUT_S)
         report = replayer.run(BagEpisode(bag), end_sessions=True)
-        assert report.complete, report
+        assert report.complete, f'{report}\n{node.log()}'
         assert (report.perceptions_sent, report.perceptions_written, report.learned) == \
             (50, 50, 3)
         assert report.sessions == list(SESSIONS) and report.ended == dict.fromkeys(SESSIONS, '')
@@ -117,9 +117,10 @@ def test_session_override_and_topic_selection(ros, start_node, tmp_path):
     bag = tmp_path / 'override_bag'
     write_episode_bag(bag, StoragePlugin.SQLITE3, count=10)
     node = start_node()
-    report = Replayer(ros.node, node.prefix, rate=None, session_id='live-session').run(
+    report = Replayer(ros.node, node.prefix, rate=None, session_id='live-session',
+                      timeout=CALL_TIMEOUT_S).run(
         BagEpisode(bag, topics=['/robot/perception'], learn_topics=['/no/such/topic']))
-    assert report.complete and report.sessions == ['live-session']
+    assert report.complete and report.sessions == ['live-session'], f'{report}\n{node.log()}'
     assert (report.perceptions_sent, report.learned) == (10, 0)
     memory = MemoryClient(ros.node, node.prefix, timeout=CALL_TIMEOUT_S)
     try:
@@ -146,8 +147,10 @@ def test_a_replayed_year_old_archive_is_recallable_after_end_session(ros, start_
     base_ns = (int(time.time()) - 400 * 86_400) * 10**9
     write_episode_bag(bag, StoragePlugin.SQLITE3, count=20, base_ns=base_ns)
     node = start_node()
-    report = Replayer(ros.node, node.prefix, rate=None).run(BagEpisode(bag), end_sessions=True)
-    assert report.complete and report.ended == dict.fromkeys(SESSIONS, ''), report
+    report = Replayer(ros.node, node.prefix, rate=None, timeout=CALL_TIMEOUT_S).run(
+        BagEpisode(bag), end_sessions=True)
+    assert report.complete and report.ended == dict.fromkeys(SESSIONS, ''), \
+        f'{report}\n{node.log()}'
     memory = MemoryClient(ros.node, node.prefix, timeout=CALL_TIMEOUT_S)
     try:
         found = memory.recall('overhead camera blue block stacked on the pallet', n=5)

@@ -7,8 +7,9 @@ every code and re-reads 2 500 float vectors to hold recall. An inverted file of 
 with 48-byte product-quantization codes, whose best candidates are re-ranked in RAM by 4-bit
 scalar codes, answered in a few ms with recall@10 0.98 after 80 float vectors were re-read
 from SQLite (6-bit codes held 0.99 with 40, but the node then took 640 MiB, over the 600 MiB
-budget; docs/performance.md, "The IVF-PQ stage, built"). Graph indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M
-on the same vectors, and a filter would cut their graph.
+budget; docs/performance.md, "The IVF-PQ stage, built"). Graph indexes (HNSW in faiss,
+usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same vectors, and a filter would
+cut their graph.
 
 The stage only proposes candidates: its ids are positions of the sign-bit index
 (engine/vector_index.py), whose boolean filter mask becomes a faiss ``IDSelectorBitmap``

@@ -48,8 +48,9 @@ WORD_BYTES = 8
 GROW = 1.5
 LOAD_CHUNK = 50_000
 # The approximate stage re-reads this many floats per search (at least 2 k): 80 hold recall@10
-# at 0.98 at 1M with 4-bit refine codes (docs/performance.md); it is rebuilt, with sqrt(N) lists again, each time the
-# store has grown this many times over since it was trained; blocks of floats read to fill it.
+# at 0.98 at 1M with 4-bit refine codes (docs/performance.md). It is rebuilt, with sqrt(N)
+# lists again, each time the store has grown this many times over since it was trained.
+# Floats are read in blocks of ANN_BLOCK to fill it.
 ANN_CANDIDATES = 80
 ANN_REBUILD_GROWTH = 4
 ANN_BLOCK = 20_000
