@@ -193,6 +193,33 @@ def test_end_session_reports_related_memories(tmp_path):
     engine.close()
 
 
+@pytest.mark.parametrize('embed', [False, True], ids=['bm25', 'hybrid'])
+def test_related_memories_are_found_past_the_sessions_own_facts(tmp_path, embed):
+    """
+    The related query is made of the session's own facts, which match it best.
+
+    They are excluded inside both channels (not after them), so 120 of them cannot fill the
+    candidates; a memory stored without a session is another session's, not this one's.
+    """
+    engine = make_engine(tmp_path, embed=embed, decider='none')
+    colours = ('red', 'blue', 'green', 'yellow', 'black', 'white')
+    things = ('crate', 'bin', 'tray', 'pallet', 'bucket')
+    docks = ('north', 'south', 'east', 'west')
+    old = engine.start_session().session_id
+    older = engine.learn('the red crate at the north dock is full by noon',
+                         session_id=old).memory_id
+    loose = engine.learn('the blue bin at the south dock has a broken lid').memory_id
+    new = engine.start_session().session_id
+    for colour in colours:
+        for thing in things:
+            for dock in docks:
+                engine.learn(f'the {colour} {thing} at the {dock} dock was emptied',
+                             session_id=new)
+    related = engine.end_session(new, 1.0).related_memories
+    assert {m.id for m in related} == {older, loose}
+    engine.close()
+
+
 def test_reopen_sees_stored_memories(tmp_path):
     engine = make_engine(tmp_path)
     engine.learn('the robot home pose is joint zero')

@@ -92,35 +92,60 @@ def pair_similarity(a: Candidate, b: Candidate, config: MemoryConfig) -> float |
 
 def neighbours(items: Sequence[Candidate], config: MemoryConfig) -> dict[int, set[int]]:
     """
-    Pairs that may be similar, found without visiting every pair (a superset of what sim keeps).
+    Pairs that pass a threshold of :func:`pair_similarity`, found without visiting every pair.
 
-    Cosine: one matrix product, pairs at or above the lower of the two cosine thresholds.
-    Jaccard: prefix filtering — two token sets with Jaccard >= t share a token among the
-    ``n - ceil(t * n) + 1`` rarest tokens of each, so only sets sharing such a token are paired.
+    A superset of what sim keeps: the guard (conflict, difference) still runs on each pair.
+    Records are never similar, so they get no neighbours. Cosine: one matrix product; a pair
+    counts at ``consolidation_cosine_threshold``, or at the numeric threshold when both facts
+    state the same measured values. Jaccard: prefix filtering — two token sets with Jaccard
+    >= t share a token among the ``n - ceil(t * n) + 1`` rarest tokens of each, so only sets
+    sharing such a token are compared, and only those above the threshold are kept.
     """
     near: dict[int, set[int]] = {c.id: set() for c in items}
-    embedded = [c for c in items if c.vector is not None]
+    facts = [c for c in items if not judgment.features(c.content).record]
+    embedded = [c for c in facts if c.vector is not None]
     if len(embedded) > 1:
         matrix = np.stack([c.vector for c in embedded])
-        low = min(config.consolidation_cosine_threshold,
-                  config.consolidation_numeric_cosine_threshold)
-        rows, cols = np.nonzero(np.triu(matrix @ matrix.T >= low - 1e-6, 1))
+        cosine = matrix @ matrix.T
+        groups: dict[frozenset[str], int] = {}
+        measures = np.array([groups.setdefault(values, len(groups)) if values else -1
+                             for values in (judgment.features(c.content).measures
+                                            for c in embedded)])
+        same = (measures[:, None] == measures[None, :]) & (measures[:, None] >= 0)
+        similar = ((cosine >= config.consolidation_cosine_threshold - 1e-6)
+                   | (same & (cosine >= config.consolidation_numeric_cosine_threshold - 1e-6)))
+        rows, cols = np.nonzero(np.triu(similar, 1))
         for row, col in zip(rows.tolist(), cols.tolist()):
             near[embedded[row].id].add(embedded[col].id)
             near[embedded[col].id].add(embedded[row].id)
-    tokens = {c.id: textmod.jaccard_tokens(c.content) for c in items}
+    tokens = {c.id: judgment.features(c.content).jaccard for c in facts}
     frequency = Counter(token for bag in tokens.values() for token in bag)
     holders: dict[str, list[int]] = {}
     threshold = max(config.consolidation_threshold, 0.0)
-    for cand in items:
-        ordered = sorted(tokens[cand.id], key=lambda token: (frequency[token], token))
-        prefix = ordered[:len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1]
-        for token in prefix:
-            for other in holders.setdefault(token, []):
+    for cand in sorted(facts, key=lambda c: len(tokens[c.id])):
+        own = tokens[cand.id]
+        ordered = sorted(own, key=lambda token: (frequency[token], token))
+        probe = ordered[:_prefix_length(len(ordered), threshold)]
+        compared = {other for token in probe for other in holders.get(token, ())}
+        for other in compared:
+            shared = len(own & tokens[other])  # Jaccard > t, without building the union
+            if shared > threshold * (len(own) + len(tokens[other]) - shared):
                 near[cand.id].add(other)
                 near[other].add(cand.id)
-            holders[token].append(cand.id)
+        for token in ordered[:_prefix_length(len(ordered), 2 * threshold / (1 + threshold))]:
+            holders.setdefault(token, []).append(cand.id)
     return near
+
+
+def _prefix_length(size: int, share: float) -> int:
+    """
+    Tokens of a set of ``size`` that must include a shared one when ``share`` of it is shared.
+
+    A set y indexed before x (sets go in by size, so |y| <= |x|) with Jaccard(x, y) >= t shares
+    at least t|x| tokens with x and at least 2t/(1+t)|y| (PPJoin's indexing prefix), so x is
+    probed with its ``|x| - ceil(t|x|) + 1`` rarest tokens and y indexed by fewer.
+    """
+    return size - math.ceil(share * size - 1e-9) + 1
 
 
 def greedy_clusters(items: Sequence[Candidate],
@@ -131,16 +156,21 @@ def greedy_clusters(items: Sequence[Candidate],
 
     Stricter than single linkage, so A~B~C chains do not pull in an A that is unlike C.
     Items are visited in the given order; each joins at most one cluster. ``near`` (from
-    :func:`neighbours`) skips pairs that cannot be similar; the clusters are the same.
+    :func:`neighbours`) limits each item's candidates to its neighbours, still in that order,
+    so the visit is linear in the pairs that may be similar, not quadratic in the items; the
+    clusters are the same.
     """
+    order = {c.id: i for i, c in enumerate(items)}
     used: set[int] = set()
     clusters = []
     for i, first in enumerate(items):
         if first.id in used:
             continue
         members, sims = [first], []
-        for other in items[i + 1:]:
-            if other.id in used or (near is not None and other.id not in near[first.id]):
+        later = (items[i + 1:] if near is None else
+                 [items[j] for j in sorted(order[o] for o in near[first.id]) if j > i])
+        for other in later:
+            if other.id in used:
                 continue
             pair_sims = [sim(other, m) for m in members]
             if all(s is not None for s in pair_sims):

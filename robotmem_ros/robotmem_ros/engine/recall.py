@@ -53,7 +53,12 @@ class Recaller:
                             (time.perf_counter() - start) * 1000.0)
 
     def related(self, session_id: str, collection: str, limit: int) -> list[MemoryRecord]:
-        """Memories from other sessions that relate to this session's facts (proactive recall)."""
+        """
+        Memories from other sessions that relate to this session's facts (proactive recall).
+
+        The query is made of the session's own facts, so they would fill the first pass of
+        both channels; the session is excluded inside them (SQL and the vector index's mask).
+        """
         facts = store.session_facts(self.ctx.db.reader(), session_id, RELATED_QUERY_FACTS)
         if not facts:
             return []
@@ -75,7 +80,7 @@ class Recaller:
         fts_q = textmod.fts_query(query) if 'bm25' in channels else None
         qvec = self.ctx.embedding.embed_query(query) if 'vector' in channels else None
         mode = _mode(fts_q is not None or qvec is None, qvec is not None)
-        filtered = bool(session_id or exclude_session or not cfilter.is_empty or spatial
+        filtered = bool(session_id or not cfilter.is_empty or spatial
                         or options.origin is not None or cfg.recall_scope != 'all'
                         or options.created_from is not None or options.created_to is not None
                         or options.as_of is not None)
@@ -85,13 +90,14 @@ class Recaller:
             bm = store.fts_search(conn, fts_q, collection, fetch, now=now,
                                   session_id=session_id, min_confidence=min_conf,
                                   include_inactive=options.include_superseded,
-                                  context=pushed) if fts_q else []
+                                  exclude_session=exclude_session, context=pushed
+                                  ) if fts_q else []
             vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id,
-                                   context=pushed) if qvec is not None else []
+                                   exclude_session=exclude_session, context=pushed
+                                   ) if qvec is not None else []
             scores = _fuse(bm, vec, cfg)
             records = store.fetch_records(conn, list(scores))
             kept = [r for r in records.values()
-                    if r.session_id != exclude_session or not exclude_session
                     if _passes(r, min_conf, cfilter, options, now)
                     and origin_in_scope(r.origin, cfg.recall_scope)]
             exhausted = len(bm) < fetch and len(vec) < fetch

@@ -274,10 +274,12 @@ def session_vectors(conn: Any, session_id: str) -> dict[int, np.ndarray]:
 
 
 def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
-               session_id: str = '', type_: str = '',
+               session_id: str = '', type_: str = '', exclude_session: str = '',
                context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
     """
-    K nearest active memories of a collection (optionally one session / type); (id, cosine).
+    K nearest active memories of a collection, optionally filtered; (id, cosine).
+
+    Filters: one session or all but one (``exclude_session``), one type.
 
     ``context`` holds (json path, value) equalities every result must meet (tested on the
     candidates in SQL, so a selective filter still gets k results when k exist). Runs on the
@@ -288,7 +290,7 @@ def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
     if index is None:
         return []
     return index.search(conn, vector, collection, k, session_id=session_id, type_=type_,
-                        where=context_sql(context))
+                        exclude_session=exclude_session, where=context_sql(context))
 
 
 def context_sql(context: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
@@ -366,7 +368,7 @@ def timeline_page(conn: Any, collection: str, *, after: tuple[float, int], limit
 
 def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float,
                session_id: str = '', type_: str = '', include_inactive: bool = False,
-               min_confidence: float = 0.0,
+               min_confidence: float = 0.0, exclude_session: str = '',
                context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
     """
     BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query.
@@ -382,8 +384,10 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         where.append('m.session_id = :s')
     if type_:
         where.append('m.type = :t')
+    if exclude_session:
+        where.append('m.session_id IS NOT :xs')
     params = {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
-              's': session_id, 't': type_, 'lim': int(limit)}
+              's': session_id, 't': type_, 'xs': exclude_session, 'lim': int(limit)}
     _context_equalities(context, where, params)
     if not (session_id or context):
         # Most matches pass the filters left: FTS5 ranks them alone (no join per match) and

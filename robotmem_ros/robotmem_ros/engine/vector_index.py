@@ -262,7 +262,7 @@ class VectorIndex:
     # --- search ------------------------------------------------------------------------
 
     def search(self, conn: Any, vector: np.ndarray, collection: str, k: int, *,
-               session_id: str = '', type_: str = '',
+               session_id: str = '', type_: str = '', exclude_session: str = '',
                where: tuple[str, list[Any]] = ('', [])) -> list[tuple[int, float]]:
         """
         Nearest active memories by cosine, filtered before ranking; returns (id, cosine).
@@ -274,7 +274,7 @@ class VectorIndex:
         """
         self.refresh()
         with self._lock:
-            mask = self._select(collection, session_id, type_)
+            mask = self._select(collection, session_id, type_, exclude_session)
             selected = np.flatnonzero(mask)
             if selected.size == 0:
                 return []
@@ -299,7 +299,8 @@ class VectorIndex:
                 break
         return _best(found, k)
 
-    def _select(self, collection: str, session_id: str, type_: str) -> np.ndarray:
+    def _select(self, collection: str, session_id: str, type_: str,
+                exclude_session: str) -> np.ndarray:
         """Boolean mask over positions: alive, in the collection (and session, type)."""
         code = self._names['collection'].get(collection)
         size = self._size
@@ -310,6 +311,8 @@ class VectorIndex:
             mask &= self._sess[:size] == self._names['session'].get(session_id, -1)
         if type_:
             mask &= self._fact[:size] == (type_ != 'perception')
+        if exclude_session and exclude_session in self._names['session']:
+            mask &= self._sess[:size] != self._names['session'][exclude_session]
         return mask
 
     def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
