@@ -30,12 +30,11 @@ def apply_decay(conn: Any, collection: str, rate: float, now: float,
     """
     if rate <= 0.0:
         return 0
-    rows = store.decay_candidates(conn, collection, DECAY_PROTECTED)
+    # Only memories idle for a whole day leave SQLite: a store decayed today returns none.
+    rows = store.decay_candidates(conn, collection, DECAY_PROTECTED, idle_since=now - DAY)
     updates = []
     for memory_id, confidence, ref in rows:
-        days = math.floor((now - ref) / DAY)
-        if days < 1:
-            continue
+        days = max(math.floor((now - ref) / DAY), 1)
         new = confidence * (1.0 - rate) ** days
         updates.append((new, ref + days * DAY, memory_id))
         if confidence >= audit_below > new:

@@ -436,19 +436,21 @@ def mergeable_facts(conn: Any, session_id: str, collection: str, max_confidence:
         [session_id, collection, max_confidence, *categories]).fetchall()
 
 
-def decay_candidates(conn: Any, collection: str, protected: Iterable[str]) -> list[Any]:
+def decay_candidates(conn: Any, collection: str, protected: Iterable[str],
+                     idle_since: float) -> list[Any]:
     """
     Return (id, confidence, reference time) of the active memories decay may lower.
 
     The reference is the latest of creation, last recall, last reinforcement and the time up
-    to which decay was already applied; memories of a ``protected`` category are left out.
+    to which decay was already applied; only references at or before ``idle_since`` are
+    returned, and memories of a ``protected`` category are left out.
     """
     spared, categories = _not_in('category', protected)
     return conn.execute(
-        'SELECT id, confidence, MAX(created_at, COALESCE(last_accessed, 0), '
-        'COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref FROM memories '
-        f"WHERE collection = ? AND status = 'active' AND {spared}",
-        [collection, *categories]).fetchall()
+        'SELECT id, confidence, ref FROM (SELECT id, confidence, MAX(created_at, '
+        'COALESCE(last_accessed, 0), COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref '
+        f"FROM memories WHERE collection = ? AND status = 'active' AND {spared}) "
+        'WHERE ref <= ?', [collection, *categories, idle_since]).fetchall()
 
 
 def set_decayed(conn: Any, updates: Iterable[tuple[float, float, int]]) -> None:
