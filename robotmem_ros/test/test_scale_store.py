@@ -278,6 +278,21 @@ def test_consolidation_neighbours_give_the_all_pairs_clusters(tmp_path):
         [(c.representative.id, [m.id for m in c.members]) for c in everything]
 
 
+@pytest.mark.parametrize('threshold', [0.0, 0.3, 0.6, 1.0])
+def test_consolidation_jaccard_matrix_is_the_pairwise_jaccard(threshold):
+    from robotmem_ros.engine import judgment, text
+    from robotmem_ros.engine.consolidation import _jaccard_above, Candidate
+    texts = ['the red cup is on the left shelf', 'the red cup is on the right shelf',
+             'a red cup on the left shelf', 'the the the', 'grip force 12 N for the cup',
+             'grip force 14 N for the cup', 'the shelf', 'left shelf red cup']
+    items = [Candidate(i, t, 'observation', 0.5, 0, 0.0) for i, t in enumerate(texts)]
+    above = _jaccard_above(items, threshold)
+    sets = [judgment.features(t).jaccard for t in texts]
+    expected = [[j > i and text.jaccard(sets[i], sets[j]) > threshold
+                 for j in range(len(texts))] for i in range(len(texts))]
+    assert above.tolist() == expected
+
+
 def test_retention_deletes_old_untouched_perceptions_only(tmp_path):
     from engine_helpers import FakeClock
     clock = FakeClock()

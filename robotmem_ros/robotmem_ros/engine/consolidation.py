@@ -20,9 +20,7 @@ consolidation is Jaccard-only and more conservative.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -92,60 +90,61 @@ def pair_similarity(a: Candidate, b: Candidate, config: MemoryConfig) -> float |
 
 def neighbours(items: Sequence[Candidate], config: MemoryConfig) -> dict[int, set[int]]:
     """
-    Pairs that pass a threshold of :func:`pair_similarity`, found without visiting every pair.
+    Pairs that pass a threshold of :func:`pair_similarity`, found with array operations.
 
-    A superset of what sim keeps: the guard (conflict, difference) still runs on each pair.
-    Records are never similar, so they get no neighbours. Cosine: one matrix product; a pair
-    counts at ``consolidation_cosine_threshold``, or at the numeric threshold when both facts
-    state the same measured values. Jaccard: prefix filtering — two token sets with Jaccard
-    >= t share a token among the ``n - ceil(t * n) + 1`` rarest tokens of each, so only sets
-    sharing such a token are compared, and only those above the threshold are kept.
+    A superset of what sim keeps: the guard (conflict, difference) still runs on each pair,
+    in Python, so only these pairs cost that. Records are never similar, so they get no
+    neighbours. Cosine: one matrix product; a pair counts at
+    ``consolidation_cosine_threshold``, or at the numeric threshold when both facts state the
+    same measured values. Jaccard: exact, from a token incidence matrix.
     """
     near: dict[int, set[int]] = {c.id: set() for c in items}
     facts = [c for c in items if not judgment.features(c.content).record]
-    embedded = [c for c in facts if c.vector is not None]
-    if len(embedded) > 1:
-        matrix = np.stack([c.vector for c in embedded])
+    if len(facts) < 2:
+        return near
+    similar = _jaccard_above(facts, max(config.consolidation_threshold, 0.0))
+    at = [i for i, c in enumerate(facts) if c.vector is not None]
+    if len(at) > 1:
+        matrix = np.stack([facts[i].vector for i in at])
         cosine = matrix @ matrix.T
         groups: dict[frozenset[str], int] = {}
         measures = np.array([groups.setdefault(values, len(groups)) if values else -1
-                             for values in (judgment.features(c.content).measures
-                                            for c in embedded)])
+                             for values in (judgment.features(facts[i].content).measures
+                                            for i in at)])
         same = (measures[:, None] == measures[None, :]) & (measures[:, None] >= 0)
-        similar = ((cosine >= config.consolidation_cosine_threshold - 1e-6)
-                   | (same & (cosine >= config.consolidation_numeric_cosine_threshold - 1e-6)))
-        rows, cols = np.nonzero(np.triu(similar, 1))
-        for row, col in zip(rows.tolist(), cols.tolist()):
-            near[embedded[row].id].add(embedded[col].id)
-            near[embedded[col].id].add(embedded[row].id)
-    tokens = {c.id: judgment.features(c.content).jaccard for c in facts}
-    frequency = Counter(token for bag in tokens.values() for token in bag)
-    holders: dict[str, list[int]] = {}
-    threshold = max(config.consolidation_threshold, 0.0)
-    for cand in sorted(facts, key=lambda c: len(tokens[c.id])):
-        own = tokens[cand.id]
-        ordered = sorted(own, key=lambda token: (frequency[token], token))
-        probe = ordered[:_prefix_length(len(ordered), threshold)]
-        compared = {other for token in probe for other in holders.get(token, ())}
-        for other in compared:
-            shared = len(own & tokens[other])  # Jaccard > t, without building the union
-            if shared > threshold * (len(own) + len(tokens[other]) - shared):
-                near[cand.id].add(other)
-                near[other].add(cand.id)
-        for token in ordered[:_prefix_length(len(ordered), 2 * threshold / (1 + threshold))]:
-            holders.setdefault(token, []).append(cand.id)
+        similar[np.ix_(at, at)] |= (
+            (cosine >= config.consolidation_cosine_threshold - 1e-6)
+            | (same & (cosine >= config.consolidation_numeric_cosine_threshold - 1e-6)))
+    rows, cols = np.nonzero(np.triu(similar, 1))
+    for row, col in zip(rows.tolist(), cols.tolist()):
+        near[facts[row].id].add(facts[col].id)
+        near[facts[col].id].add(facts[row].id)
     return near
 
 
-def _prefix_length(size: int, share: float) -> int:
+def _jaccard_above(facts: Sequence[Candidate], threshold: float) -> np.ndarray:
     """
-    Tokens of a set of ``size`` that must include a shared one when ``share`` of it is shared.
+    Boolean matrix, upper triangle: the Jaccard of two facts' token sets exceeds threshold.
 
-    A set y indexed before x (sets go in by size, so |y| <= |x|) with Jaccard(x, y) >= t shares
-    at least t|x| tokens with x and at least 2t/(1+t)|y| (PPJoin's indexing prefix), so x is
-    probed with its ``|x| - ceil(t|x|) + 1`` rarest tokens and y indexed by fewer.
+    Each fact's overlaps with the later ones are a sum of the incidence rows of its own tokens
+    (tokens x facts, one byte a cell): n^2 x tokens-per-fact byte additions in numpy. A prefix
+    filter compares fewer pairs on varied text, but each in Python, and on a session of
+    templated facts (common words) its candidates grew with the square of the session anyway.
     """
-    return size - math.ceil(share * size - 1e-9) + 1
+    sets = [judgment.features(c.content).jaccard for c in facts]
+    vocabulary: dict[str, int] = {}
+    members = [[vocabulary.setdefault(token, len(vocabulary)) for token in tokens]
+               for tokens in sets]
+    incidence = np.zeros((len(vocabulary), len(facts)), dtype=np.uint8)
+    for column, rows in enumerate(members):
+        incidence[rows, column] = 1
+    sizes = np.array([len(tokens) for tokens in sets])
+    above = np.zeros((len(facts), len(facts)), dtype=bool)
+    for row, rows in enumerate(members[:-1]):
+        shared = incidence[rows, row + 1:].sum(axis=0, dtype=np.int64)
+        union = sizes[row] + sizes[row + 1:] - shared
+        above[row, row + 1:] = shared > threshold * union  # as text.jaccard(a, b) > t
+    return above
 
 
 def greedy_clusters(items: Sequence[Candidate],
