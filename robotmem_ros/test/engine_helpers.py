@@ -8,7 +8,8 @@ from typing import Any
 
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.embedding import load_embedder
-from robotmem_ros.engine import MemoryEngine
+from robotmem_ros.engine import MemoryEngine, store
+from robotmem_ros.types import PerceptionInput
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,3 +46,15 @@ def count(engine: MemoryEngine, where: str = '1', *args: Any) -> int:
     """Count memories rows matching ``where`` (read through a fresh reader)."""
     return engine.db.reader().execute(f'SELECT COUNT(*) FROM memories WHERE {where}',
                                       args).fetchone()[0]
+
+
+def bulk_vectors(engine: MemoryEngine, vectors: Any, collection: str = 'default',
+                 session: str = '', data: dict | None = None) -> list[int]:
+    """Store one perception per vector through the batch path, then attach the vectors."""
+    ids = engine.save_perceptions([
+        PerceptionInput(description=f'reading {i}', collection=collection, session_id=session,
+                        data=data) for i in range(len(vectors))])
+    with engine.db.write() as conn:
+        for memory_id, vector in zip(ids, vectors):
+            store.put_vector(conn, memory_id, vector)
+    return ids

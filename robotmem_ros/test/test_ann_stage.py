@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 
 from diagnostic_msgs.msg import DiagnosticStatus
-from engine_helpers import make_engine
+from engine_helpers import bulk_vectors, make_engine
 import numpy as np
 import pytest
 from robotmem_ros.engine import ann_stage, store, vector_index
 from robotmem_ros.node.perception_ingest import IngestCounters
 from robotmem_ros.node.status import build_diagnostics
-from robotmem_ros.types import PerceptionInput
 
 pytestmark = pytest.mark.skipif(not ann_stage.available(), reason='faiss-cpu is not installed')
 
@@ -23,17 +22,6 @@ def _topics(rng: np.random.Generator, topics: int, each: int) -> np.ndarray:
     centres = rng.standard_normal((topics, 384))
     vectors = np.repeat(centres, each, axis=0) + 0.4 * rng.standard_normal((topics * each, 384))
     return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-
-
-def _bulk(engine, vectors: np.ndarray, collection: str = 'default', session: str = '',
-          data: dict | None = None) -> list[int]:
-    ids = engine.save_perceptions([
-        PerceptionInput(description=f'reading {i}', collection=collection, session_id=session,
-                        data=data) for i in range(len(vectors))])
-    with engine.db.write() as conn:
-        for memory_id, vector in zip(ids, vectors):
-            store.put_vector(conn, memory_id, vector)
-    return ids
 
 
 def _built(engine, entries: int) -> dict:
@@ -73,7 +61,7 @@ def test_a_built_stage_answers_without_a_full_scan_and_finds_the_neighbours(tmp_
     rng = np.random.default_rng(5)
     engine = make_engine(tmp_path, ann_min_vectors=1000, ann_nprobe=16)
     vectors = _topics(rng, 60, 50)
-    ids = _bulk(engine, vectors)
+    ids = bulk_vectors(engine, vectors)
     stats = _built(engine, len(ids))
     assert stats['ann_bytes'] > 0
     status = engine.status()
@@ -94,7 +82,7 @@ def test_below_the_threshold_or_with_zero_there_is_no_stage(tmp_path, scans):
     rng = np.random.default_rng(6)
     for name, threshold in (('below.db', 5000), ('off.db', 0)):
         engine = make_engine(tmp_path, name=name, ann_min_vectors=threshold)
-        _bulk(engine, _topics(rng, 20, 50))
+        bulk_vectors(engine, _topics(rng, 20, 50))
         store.vec_search(engine.db.reader(), _topics(rng, 1, 1)[0], 'default', 5)
         stats = engine.db.vectors.stats()
         assert stats['ann_entries'] == 0 and not stats['ann_building']
@@ -105,10 +93,10 @@ def test_below_the_threshold_or_with_zero_there_is_no_stage(tmp_path, scans):
 def test_filters_still_return_k_when_k_exist(tmp_path):
     rng = np.random.default_rng(7)
     engine = make_engine(tmp_path, ann_min_vectors=1000)
-    _bulk(engine, _topics(rng, 40, 50), data={'robot': 'b'})
+    bulk_vectors(engine, _topics(rng, 40, 50), data={'robot': 'b'})
     session = engine.start_session().session_id
-    mine = _bulk(engine, _topics(rng, 3, 5), session=session)
-    robot_a = _bulk(engine, _topics(rng, 2, 6), data={'robot': 'a'})
+    mine = bulk_vectors(engine, _topics(rng, 3, 5), session=session)
+    robot_a = bulk_vectors(engine, _topics(rng, 2, 6), data={'robot': 'a'})
     _built(engine, 2000 + 15 + 12)
     conn = engine.db.reader()
     query = _topics(rng, 1, 1)[0]
@@ -124,10 +112,10 @@ def test_vectors_stored_after_the_build_are_found_and_deleted_ones_never(tmp_pat
     rng = np.random.default_rng(8)
     engine = make_engine(tmp_path, ann_min_vectors=1000)
     vectors = _topics(rng, 40, 50)
-    ids = _bulk(engine, vectors)
+    ids = bulk_vectors(engine, vectors)
     _built(engine, len(ids))
     later = _topics(rng, 1, 3)
-    added = _bulk(engine, later)
+    added = bulk_vectors(engine, later)
     conn = engine.db.reader()
     scans.clear()
     assert store.vec_search(conn, later[1], 'default', 1)[0][0] == added[1]
@@ -148,7 +136,7 @@ def test_a_failed_build_leaves_the_scan_answering(tmp_path, monkeypatch, caplog)
     rng = np.random.default_rng(9)
     engine = make_engine(tmp_path, ann_min_vectors=500)
     vectors = _topics(rng, 20, 50)
-    ids = _bulk(engine, vectors)
+    ids = bulk_vectors(engine, vectors)
     index = engine.db.vectors
     index.refresh()
     deadline = time.monotonic() + BUILD_WAIT_S
@@ -171,7 +159,7 @@ def test_a_failed_build_leaves_the_scan_answering(tmp_path, monkeypatch, caplog)
 def test_closing_during_a_build_is_quiet_and_a_reindex_discards_the_stage(tmp_path, caplog):
     rng = np.random.default_rng(10)
     engine = make_engine(tmp_path, ann_min_vectors=1000)
-    _bulk(engine, _topics(rng, 40, 50))
+    bulk_vectors(engine, _topics(rng, 40, 50))
     engine.db.vectors.refresh()
     assert engine.db.vectors.stats()['ann_building']
     engine.close()

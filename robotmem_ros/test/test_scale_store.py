@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine_helpers import make_engine
+from engine_helpers import bulk_vectors, make_engine
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 import pytest
@@ -17,18 +17,6 @@ def _unit(rng: np.random.Generator, rows: int, dim: int = 384) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def _bulk(engine, vectors: np.ndarray, collection: str, session: str = '',
-          data: dict | None = None) -> list[int]:
-    """Store one perception per vector through the batch path, then attach the vectors."""
-    ids = engine.save_perceptions([
-        PerceptionInput(description=f'reading {i}', collection=collection, session_id=session,
-                        data=data) for i in range(len(vectors))])
-    with engine.db.write() as conn:
-        for memory_id, vector in zip(ids, vectors):
-            store.put_vector(conn, memory_id, vector)
-    return ids
-
-
 def _exact(vectors: np.ndarray, ids: list[int], query: np.ndarray, k: int) -> list[int]:
     order = np.argsort(-(vectors @ query), kind='stable')[:k]
     return [ids[i] for i in order]
@@ -38,12 +26,12 @@ def test_small_sets_are_searched_exactly_and_large_ones_nearly(tmp_path):
     rng = np.random.default_rng(7)
     engine = make_engine(tmp_path)
     small = _unit(rng, 200)
-    small_ids = _bulk(engine, small, 'small')
+    small_ids = bulk_vectors(engine, small, 'small')
     # Topics, as real memories have them: 100 centres with 30 variations each.
     centres = _unit(rng, 100)
     large = np.repeat(centres, 30, axis=0) + 0.05 * rng.standard_normal((3000, 384))
     large = (large / np.linalg.norm(large, axis=1, keepdims=True)).astype(np.float32)
-    large_ids = _bulk(engine, large, 'large')
+    large_ids = bulk_vectors(engine, large, 'large')
     conn = engine.db.reader()
     overlap = []
     near = centres[:20] + 0.05 * rng.standard_normal((20, 384))
@@ -71,8 +59,8 @@ def test_rescoring_pool_grows_with_the_searched_set(tmp_path, monkeypatch):
     monkeypatch.setattr(vector_index.VectorIndex, '_rescore', counting)
     rng = np.random.default_rng(11)
     engine = make_engine(tmp_path)
-    _bulk(engine, _unit(rng, 1000), 'thousand')
-    _bulk(engine, _unit(rng, 16_000), 'large')
+    bulk_vectors(engine, _unit(rng, 1000), 'thousand')
+    bulk_vectors(engine, _unit(rng, 16_000), 'large')
     query = _unit(rng, 1)[0]
     for collection, pool in (('thousand', 16), ('large', 16_000 // 400)):
         rescored.clear()
@@ -84,9 +72,9 @@ def test_rescoring_pool_grows_with_the_searched_set(tmp_path, monkeypatch):
 def test_filtered_search_returns_k_when_k_exist(tmp_path):
     rng = np.random.default_rng(1)
     engine = make_engine(tmp_path)
-    _bulk(engine, _unit(rng, 2000), 'shared')
+    bulk_vectors(engine, _unit(rng, 2000), 'shared')
     session = engine.start_session(collection='shared').session_id
-    mine = _bulk(engine, _unit(rng, 15), 'shared', session)
+    mine = bulk_vectors(engine, _unit(rng, 15), 'shared', session)
     conn = engine.db.reader()
     hits = store.vec_search(conn, _unit(rng, 1)[0], 'shared', 10, session_id=session)
     assert len(hits) == 10 and {i for i, _ in hits} <= set(mine)
@@ -98,9 +86,9 @@ def test_filtered_search_returns_k_when_k_exist(tmp_path):
 def test_context_equalities_are_tested_before_ranking(tmp_path):
     rng = np.random.default_rng(3)
     engine = make_engine(tmp_path)
-    _bulk(engine, _unit(rng, 3000), 'default', data={'robot': 'b', 'ok': True})
-    mine = _bulk(engine, _unit(rng, 12), 'default', data={'robot': 'a', 'ok': True})
-    one = _bulk(engine, _unit(rng, 1), 'default', data={'robot': 'a', 'ok': 1})
+    bulk_vectors(engine, _unit(rng, 3000), 'default', data={'robot': 'b', 'ok': True})
+    mine = bulk_vectors(engine, _unit(rng, 12), 'default', data={'robot': 'a', 'ok': True})
+    one = bulk_vectors(engine, _unit(rng, 1), 'default', data={'robot': 'a', 'ok': 1})
     hits = store.vec_search(engine.db.reader(), _unit(rng, 1)[0], 'default', 10,
                             context=[('$.data.robot', 'a')])
     assert len(hits) == 10 and {i for i, _ in hits} <= set(mine + one)
