@@ -301,7 +301,7 @@ class VectorIndex:
 
     def _select(self, collection: str, session_id: str, type_: str,
                 exclude_session: str) -> np.ndarray:
-        """Boolean mask over positions: alive, in the collection (and session, type)."""
+        """Boolean mask over positions: alive, in the collection, and the other filters given."""
         code = self._names['collection'].get(collection)
         size = self._size
         if code is None:
