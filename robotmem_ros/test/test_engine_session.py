@@ -3,7 +3,9 @@
 from engine_helpers import count, FakeClock, make_engine
 import pytest
 from robotmem_ros.engine.consolidation import Candidate, greedy_clusters
-from robotmem_ros.engine.decay import half_life_weight
+from robotmem_ros.engine import schema, store
+from robotmem_ros.engine.categories import DECAY_PROTECTED
+from robotmem_ros.engine.decay import DAY, half_life_weight
 from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import PerceptionInput
 
@@ -90,6 +92,29 @@ def test_decay_is_idempotent_and_respects_protection(tmp_path):
     engine.end_session(session)
     conf = dict(engine.db.reader().execute('SELECT id, confidence FROM memories').fetchall())
     assert conf[plain] == pytest.approx(0.9 * 0.99 ** 15)
+    engine.close()
+
+
+def test_decay_candidates_are_the_memories_a_whole_day_idle(tmp_path):
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock, decay_rate=0.01)
+    old = engine.learn('the spare battery is in the blue box').memory_id
+    recalled = engine.learn('the charger dock is behind the door').memory_id
+    clock.advance_days(2)
+    engine.recall('charger dock')
+    clock.advance_days(0.5)
+    fresh = engine.learn('the mop is next to the sink').memory_id
+    rule = engine.learn('never drive faster than 1 m/s in the aisle').memory_id
+    conn, now = engine.db.reader(), clock()
+    plan = ' '.join(row[-1] for row in conn.execute(
+        'EXPLAIN QUERY PLAN SELECT id FROM memories INDEXED BY idx_memories_decay '
+        f"WHERE collection = 'default' AND status = 'active' AND {schema.DECAY_REF} <= 0"))
+    assert 'idx_memories_decay' in plan  # a range of the index, not a scan of the table
+    due = store.decay_candidates(conn, 'default', DECAY_PROTECTED, idle_since=now - DAY)
+    assert [row[0] for row in due] == [old]
+    later = store.decay_candidates(conn, 'default', DECAY_PROTECTED, idle_since=now + DAY)
+    assert sorted(row[0] for row in later) == sorted([old, recalled, fresh])
+    assert rule not in [row[0] for row in later]  # a constraint never decays
     engine.close()
 
 

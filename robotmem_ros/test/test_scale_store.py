@@ -158,7 +158,8 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
-    for statement in ('DROP TRIGGER fleet_queue_insert', 'DROP TRIGGER fleet_queue_update',
+    for statement in ('DROP INDEX idx_memories_decay',  # schema 4 (decay index) undone
+                      'DROP TRIGGER fleet_queue_insert', 'DROP TRIGGER fleet_queue_update',
                       'DROP TABLE fleet_outbox', 'DROP INDEX uq_memories_gid',
                       'ALTER TABLE memories DROP COLUMN gid',
                       'ALTER TABLE memories DROP COLUMN origin'):

@@ -163,7 +163,19 @@ _V3 = [
     END""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3]
+# The time decay counts idle days from (engine/decay.py): the latest of creation, last recall,
+# last reinforcement and the time up to which decay was already applied. Indexed as this
+# expression (store.decay_candidates names it in the same words, so SQLite uses the index): an
+# end of session visits only the memories a whole day idle, not every active row (about 100 ms
+# per 100 000 memories, docs/performance.md).
+DECAY_REF = ('MAX(created_at, COALESCE(last_accessed, 0), COALESCE(last_seen, 0), '
+             'COALESCE(decay_ref, 0))')
+_V4 = [
+    f"CREATE INDEX idx_memories_decay ON memories(collection, {DECAY_REF}) "
+    "WHERE status = 'active'",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

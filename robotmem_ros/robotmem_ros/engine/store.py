@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.schema import DECAY_REF
 from robotmem_ros.engine.vector_index import code_of, to_blob
 from robotmem_ros.types import MemoryRecord
 
@@ -447,10 +448,9 @@ def decay_candidates(conn: Any, collection: str, protected: Iterable[str],
     """
     spared, categories = _not_in('category', protected)
     return conn.execute(
-        'SELECT id, confidence, ref FROM (SELECT id, confidence, MAX(created_at, '
-        'COALESCE(last_accessed, 0), COALESCE(last_seen, 0), COALESCE(decay_ref, 0)) AS ref '
-        f"FROM memories WHERE collection = ? AND status = 'active' AND {spared}) "
-        'WHERE ref <= ?', [collection, *categories, idle_since]).fetchall()
+        f'SELECT id, confidence, {DECAY_REF} FROM memories INDEXED BY idx_memories_decay '
+        f"WHERE collection = ? AND status = 'active' AND {DECAY_REF} <= ? AND {spared}",
+        [collection, idle_since, *categories]).fetchall()
 
 
 def set_decayed(conn: Any, updates: Iterable[tuple[float, float, int]]) -> None:
