@@ -2,9 +2,9 @@
 
 from engine_helpers import count, FakeClock, make_engine
 import pytest
-from robotmem_ros.engine.consolidation import Candidate, greedy_clusters
 from robotmem_ros.engine import schema, store
 from robotmem_ros.engine.categories import DECAY_PROTECTED
+from robotmem_ros.engine.consolidation import Candidate, greedy_clusters
 from robotmem_ros.engine.decay import DAY, half_life_weight
 from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import PerceptionInput

@@ -171,7 +171,7 @@ _V3 = [
 DECAY_REF = ('MAX(created_at, COALESCE(last_accessed, 0), COALESCE(last_seen, 0), '
              'COALESCE(decay_ref, 0))')
 _V4 = [
-    f"CREATE INDEX idx_memories_decay ON memories(collection, {DECAY_REF}) "
+    f'CREATE INDEX idx_memories_decay ON memories(collection, {DECAY_REF}) '
     "WHERE status = 'active'",
 ]
 
