@@ -24,11 +24,9 @@ import itertools
 import math
 from typing import Any
 
+from robotmem_ros.engine import fts_vocab
 from robotmem_ros.engine import text as textmod
 
-# Per connection: the FTS5 vocabulary of memories_fts, one row per term with its row count.
-_VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
-          "USING fts5vocab(main, 'memories_fts', 'row')")
 # Rows must hold this many of the rarest tokens (AND groups), unless that takes more groups.
 OVERLAP = 2
 MAX_GROUPS = 64
@@ -49,16 +47,6 @@ def overlap_terms(n: int, threshold: float) -> tuple[int, int]:
     return n - m + k, k
 
 
-def rarest(conn: Any, tokens: frozenset[str], count: int) -> list[str]:
-    """Return the ``count`` tokens in the fewest FTS rows (unknown ones first), ties by text."""
-    conn.execute(_VOCAB)
-    marks = ','.join('?' * len(tokens))
-    rows = dict(conn.execute(
-        f'SELECT term, doc FROM temp.memories_fts_vocab WHERE term IN ({marks})',
-        sorted(tokens)).fetchall())
-    return sorted(tokens, key=lambda t: (rows.get(t, 0), t))[:count]
-
-
 def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
                threshold: float, *, now: float, session_id: str = ''
                ) -> list[tuple[int, float]]:
@@ -71,7 +59,7 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
     if not tokens:
         return []
     size, k = overlap_terms(len(tokens), threshold)
-    prefix = [_quoted(t) for t in rarest(conn, tokens, size)]
+    prefix = [_quoted(t) for t in fts_vocab.rarest(conn, tokens, size)]
     query = ' OR '.join('(' + ' AND '.join(group) + ')'
                         for group in itertools.combinations(prefix, k))
     where = ['memories_fts MATCH :q', 'm.collection = :c', "m.type = 'fact'", _ACTIVE]

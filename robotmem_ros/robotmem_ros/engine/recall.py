@@ -12,7 +12,7 @@ import functools
 import time
 from typing import Any
 
-from robotmem_ros.engine import store
+from robotmem_ros.engine import fts_vocab, store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
@@ -25,6 +25,10 @@ from robotmem_ros.types import MemoryRecord, RecallResult
 
 LIST_CHUNK = 500
 RELATED_QUERY_FACTS = 5  # the session facts whose text makes the related-memories query
+# The related query's BM25 terms: its rarest, up to this many matching FTS rows in all. FTS5
+# ranks every row an OR query matches; five facts' common words matched most of a large store
+# (1.2 s of an end of session at 1M memories). Below this many rows every term is kept.
+RELATED_MATCH_BUDGET = 20_000
 
 
 class Recaller:
@@ -58,26 +62,33 @@ class Recaller:
 
         The query is made of the session's own facts, so they would fill the first pass of
         both channels; the session is excluded inside them (SQL and the vector index's mask).
+        Its BM25 side keeps the facts' rarest terms within RELATED_MATCH_BUDGET matching rows,
+        the way a "more like this" query keeps a document's most distinctive terms.
         """
-        facts = store.session_facts(self.ctx.db.reader(), session_id, RELATED_QUERY_FACTS)
+        conn = self.ctx.db.reader()
+        facts = store.session_facts(conn, session_id, RELATED_QUERY_FACTS)
         if not facts:
             return []
         query = ' '.join(facts)[:self.ctx.config.max_insight_chars]
+        terms = fts_vocab.rarest_within(conn, textmod.query_terms(query), RELATED_MATCH_BUDGET)
         records, _ = self._ranked(query, collection, limit, self.ctx.config
                                   .default_min_confidence, '', ContextFilter(),
                                   FilterOptions(), None, self.ctx.clock(), BOTH,
-                                  exclude_session=session_id)
+                                  exclude_session=session_id, terms=terms)
         return records
 
     # --- channels --------------------------------------------------------------------------
 
     def _ranked(self, query: str, collection: str, n: int, min_conf: float, session_id: str,
                 cfilter: ContextFilter, options: FilterOptions, spatial: SpatialSort | None,
-                now: float, channels: tuple[str, ...], exclude_session: str = ''
-                ) -> tuple[list[MemoryRecord], str]:
+                now: float, channels: tuple[str, ...], exclude_session: str = '',
+                terms: list[str] | None = None) -> tuple[list[MemoryRecord], str]:
+        """Rank by both channels; ``terms`` replaces the query's own BM25 terms when given."""
         cfg = self.ctx.config
         conn = self.ctx.db.reader()
-        fts_q = textmod.fts_query(query) if 'bm25' in channels else None
+        fts_q = None
+        if 'bm25' in channels:
+            fts_q = textmod.fts_match(textmod.query_terms(query) if terms is None else terms)
         qvec = self.ctx.embedding.embed_query(query) if 'vector' in channels else None
         mode = _mode(fts_q is not None or qvec is None, qvec is not None)
         filtered = bool(session_id or not cfilter.is_empty or spatial

@@ -430,8 +430,11 @@ def mergeable_facts(conn: Any, session_id: str, collection: str, max_confidence:
     ``max_confidence`` whose category is not in ``protected``.
     """
     spared, categories = _not_in('category', protected)
+    # INDEXED BY: without statistics the planner walked the collection's index, every active
+    # row of it (600 ms at 1M memories), for a session of a few hundred facts.
     return conn.execute(
         'SELECT id, content, category, confidence, access_count, created_at FROM memories '
+        'INDEXED BY idx_memories_session '
         "WHERE session_id = ? AND collection = ? AND status = 'active' AND type = 'fact' "
         f'AND confidence < ? AND {spared} ORDER BY created_at, id',
         [session_id, collection, max_confidence, *categories]).fetchall()

@@ -119,17 +119,24 @@ def fts_index_text(text: str) -> str:
     return ' '.join(tokenize(text))
 
 
+def query_terms(text: str) -> list[str]:
+    """Return the distinct tokens of ``text`` a BM25 query searches for (no stopwords)."""
+    return [t for t in dict.fromkeys(tokenize(text)) if t not in QUERY_STOPWORDS]
+
+
 def fts_query(text: str) -> str | None:
+    """Build a safe FTS5 MATCH expression of ``text``'s query terms; None if it has none."""
+    return fts_match(query_terms(text))
+
+
+def fts_match(terms: Iterable[str]) -> str | None:
     """
     Build a safe FTS5 MATCH expression: OR of quoted tokens, no operators; None if empty.
 
     Tokens contain only word characters, '.' and '%', so quoting makes every one a literal
     phrase; raw user text never reaches MATCH, so no query is a syntax error.
     """
-    tokens = [t for t in dict.fromkeys(tokenize(text)) if t not in QUERY_STOPWORDS]
-    if not tokens:
-        return None
-    return ' OR '.join('"' + t.replace('"', '""') + '"' for t in tokens)
+    return ' OR '.join('"' + t.replace('"', '""') + '"' for t in terms) or None
 
 
 def numbers_of(text: str) -> frozenset[float]:

@@ -1,0 +1,46 @@
+"""Row counts of FTS terms (engine/fts_vocab.py): exact when read, cached, and the budget."""
+
+from engine_helpers import make_engine
+from robotmem_ros.engine import fts_vocab
+
+
+def _store(tmp_path):
+    engine = make_engine(tmp_path)
+    for index in range(12):
+        engine.learn(f'pallet {index} waits at the dock for inspection {index * 7}')
+    engine.learn('the torque wrench lives in the second drawer')
+    return engine
+
+
+def test_row_counts_are_the_rows_holding_each_term(tmp_path):
+    engine = _store(tmp_path)
+    conn = engine.db.reader()
+    counts = fts_vocab.row_counts(conn, iter(['dock', 'wrench', 'unknownterm']))
+    matched = {term: conn.execute('SELECT COUNT(*) FROM memories_fts WHERE memories_fts '
+                                  'MATCH ?', (f'"{term}"',)).fetchone()[0]
+               for term in ('dock', 'wrench')}
+    assert counts == {'dock': matched['dock'], 'wrench': matched['wrench'], 'unknownterm': 0}
+    assert matched == {'dock': 12, 'wrench': 1}
+    engine.close()
+
+
+def test_a_count_is_reused_until_it_is_older_than_its_ttl(tmp_path, monkeypatch):
+    engine = _store(tmp_path)
+    conn = engine.db.reader()
+    assert fts_vocab.row_counts(conn, ['wrench']) == {'wrench': 1}
+    engine.learn('a second wrench hangs on the wall')
+    assert fts_vocab.row_counts(conn, ['wrench']) == {'wrench': 1}  # cached: only a cost
+    monkeypatch.setattr(fts_vocab, 'COUNT_TTL_S', 0.0)
+    assert fts_vocab.row_counts(conn, ['wrench']) == {'wrench': 2}
+    engine.close()
+
+
+def test_rarest_within_keeps_the_rarest_terms_up_to_the_budget(tmp_path):
+    engine = _store(tmp_path)
+    conn = engine.db.reader()
+    terms = ['dock', 'wrench', 'drawer', 'pallet', 'nowhere']
+    assert fts_vocab.rarest(conn, terms, 3) == ['nowhere', 'drawer', 'wrench']
+    assert fts_vocab.rarest_within(conn, terms, 2) == ['nowhere', 'drawer', 'wrench']
+    assert fts_vocab.rarest_within(conn, terms, 14) == ['nowhere', 'drawer', 'wrench', 'dock']
+    assert fts_vocab.rarest_within(conn, ['dock', 'pallet'], 0) == ['dock']  # at least one
+    engine.close()
