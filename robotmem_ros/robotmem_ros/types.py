@@ -130,3 +130,4 @@ class EngineStatus:
     ann_vectors: int = 0           # of which the IVF-PQ stage covers (0: the scan answers)
     ann_building: bool = False     # a background (re)build of that stage is running
     ann_error: str = ''            # why the stage could not be built (the scan answers)
+    checkpoint_error: str = ''     # why the last WAL checkpoint failed (the WAL grows)

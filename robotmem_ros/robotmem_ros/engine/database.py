@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from robotmem_ros.engine.checkpointer import Checkpointer
 from robotmem_ros.engine.vector_index import VectorIndex
 from robotmem_ros.errors import ConflictError, CorruptDatabaseError, StorageError
 
@@ -109,8 +110,13 @@ class Database:
         try:
             self._writer = connect(str(path))
             self._writer.execute('PRAGMA journal_mode=WAL')
+            # Checkpoints run in their own thread (engine/checkpointer.py); the WAL is cut
+            # back to what the first commit after one writes, so its size shows what is new.
+            self._writer.execute('PRAGMA wal_autocheckpoint=0')
+            self._writer.execute('PRAGMA journal_size_limit=0')
         except sqlite3.DatabaseError as exc:
             raise classify(exc, path) from exc
+        self.checkpointer = Checkpointer(path, lambda: connect(str(path)))
         self.has_vec = self._probe_vec()
         self.vectors = VectorIndex(self.reader, ann_min_vectors, ann_nprobe,
                                    opener=lambda: connect(str(path)))
@@ -173,6 +179,7 @@ class Database:
             if conn.in_transaction:
                 conn.execute('ROLLBACK')
             raise classify(exc, self.path) from exc
+        self.checkpointer.committed()
 
     def _begin_within(self, conn: Any, wait_s: float,
                       on_wait: Callable[[str], None] | None) -> None:
@@ -284,6 +291,7 @@ class Database:
                 return
             self._closed = True
             self.vectors.close()
+            self.checkpointer.stop()
             with self._readers_lock:
                 for conn in self._readers:
                     conn.close()

@@ -376,7 +376,8 @@ class MemoryEngine:
             pending_embeddings=pending if self.embedding.usable else 0,
             embed_skipped=self.embedding.skipped, stamps_replaced=self.stamps_replaced,
             index_vectors=index['live'], ann_vectors=index['ann_entries'],
-            ann_building=index['ann_building'], ann_error=index['ann_error'])
+            ann_building=index['ann_building'], ann_error=index['ann_error'],
+            checkpoint_error=self.db.checkpointer.last_error)
 
     # --- maintenance (logic in maintenance.py, doctor.py, reindex.py, transfer.py) ---------
 

@@ -64,7 +64,9 @@ def build_diagnostics(store: EngineStatus | None, store_error: str, counters: In
     else:
         problems = [m for m in ('reindex needed' if store.reindex_needed else '',
                                 f'vector index on its full scan: {store.ann_error}'
-                                if store.ann_error else '') if m]
+                                if store.ann_error else '',
+                                f'WAL checkpoint failing: {store.checkpoint_error}'
+                                if store.checkpoint_error else '') if m]
         store_diag = _status('robotmem: store',
                              DiagnosticStatus.WARN if problems else DiagnosticStatus.OK,
                              '; '.join(problems) or 'OK', hw,
