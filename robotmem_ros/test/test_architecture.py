@@ -128,7 +128,9 @@ def test_cycle_finder_finds_a_cycle():
 
 # Where SQL may be written: the store modules (store.py, *_store.py), the connection and
 # schema layers of the local store, and the PostgreSQL hub's client and schema.
-SQL_HOMES = {'engine/database.py', 'engine/schema.py', 'fleet/hub.py', 'fleet/hub_schema.py'}
+# The database layer (connections, schema, its checkpoint thread) and the fleet hub's.
+SQL_HOMES = {'engine/database.py', 'engine/schema.py', 'engine/checkpointer.py',
+             'fleet/hub.py', 'fleet/hub_schema.py'}
 SQL_TEXT = re.compile(
     r'\s*(SELECT\s|INSERT\s+(OR\s+\w+\s+)?INTO\s|UPDATE\s+\w+\s+SET\s|DELETE\s+FROM\s'
     r'|CREATE\s+(TABLE|INDEX|UNIQUE|VIRTUAL|TRIGGER|VIEW)\s|DROP\s+(TABLE|INDEX|TRIGGER)\s'

@@ -24,8 +24,8 @@ import itertools
 import math
 from typing import Any
 
-from robotmem_ros.engine import fts_vocab
 from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine import vocab_store
 
 # Rows must hold this many of the rarest tokens (AND groups), unless that takes more groups.
 OVERLAP = 2
@@ -59,7 +59,7 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
     if not tokens:
         return []
     size, k = overlap_terms(len(tokens), threshold)
-    prefix = [_quoted(t) for t in fts_vocab.rarest(conn, tokens, size)]
+    prefix = [_quoted(t) for t in vocab_store.rarest(conn, tokens, size)]
     query = ' OR '.join('(' + ' AND '.join(group) + ')'
                         for group in itertools.combinations(prefix, k))
     where = ['memories_fts MATCH :q', 'm.collection = :c', "m.type = 'fact'", _ACTIVE]

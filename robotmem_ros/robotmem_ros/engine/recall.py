@@ -12,7 +12,7 @@ import functools
 import time
 from typing import Any
 
-from robotmem_ros.engine import fts_vocab, store
+from robotmem_ros.engine import store, vocab_store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
@@ -70,7 +70,7 @@ class Recaller:
         if not facts:
             return []
         query = ' '.join(facts)[:self.ctx.config.max_insight_chars]
-        terms = fts_vocab.rarest_within(conn, textmod.query_terms(query), RELATED_MATCH_BUDGET)
+        terms = vocab_store.rarest_within(conn, textmod.query_terms(query), RELATED_MATCH_BUDGET)
         records, _ = self._ranked(query, collection, limit, self.ctx.config
                                   .default_min_confidence, '', ContextFilter(),
                                   FilterOptions(), None, self.ctx.clock(), BOTH,

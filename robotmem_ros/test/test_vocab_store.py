@@ -1,7 +1,7 @@
-"""Row counts of FTS terms (engine/fts_vocab.py): exact when read, cached, and the budget."""
+"""Row counts of FTS terms (engine/vocab_store.py): exact when read, cached, and the budget."""
 
 from engine_helpers import make_engine
-from robotmem_ros.engine import fts_vocab
+from robotmem_ros.engine import vocab_store
 
 
 def _store(tmp_path):
@@ -15,7 +15,7 @@ def _store(tmp_path):
 def test_row_counts_are_the_rows_holding_each_term(tmp_path):
     engine = _store(tmp_path)
     conn = engine.db.reader()
-    counts = fts_vocab.row_counts(conn, iter(['dock', 'wrench', 'unknownterm']))
+    counts = vocab_store.row_counts(conn, iter(['dock', 'wrench', 'unknownterm']))
     matched = {term: conn.execute('SELECT COUNT(*) FROM memories_fts WHERE memories_fts '
                                   'MATCH ?', (f'"{term}"',)).fetchone()[0]
                for term in ('dock', 'wrench')}
@@ -27,11 +27,11 @@ def test_row_counts_are_the_rows_holding_each_term(tmp_path):
 def test_a_count_is_reused_until_it_is_older_than_its_ttl(tmp_path, monkeypatch):
     engine = _store(tmp_path)
     conn = engine.db.reader()
-    assert fts_vocab.row_counts(conn, ['wrench']) == {'wrench': 1}
+    assert vocab_store.row_counts(conn, ['wrench']) == {'wrench': 1}
     engine.learn('a second wrench hangs on the wall')
-    assert fts_vocab.row_counts(conn, ['wrench']) == {'wrench': 1}  # cached: only a cost
-    monkeypatch.setattr(fts_vocab, 'COUNT_TTL_S', 0.0)
-    assert fts_vocab.row_counts(conn, ['wrench']) == {'wrench': 2}
+    assert vocab_store.row_counts(conn, ['wrench']) == {'wrench': 1}  # cached: only a cost
+    monkeypatch.setattr(vocab_store, 'COUNT_TTL_S', 0.0)
+    assert vocab_store.row_counts(conn, ['wrench']) == {'wrench': 2}
     engine.close()
 
 
@@ -39,8 +39,8 @@ def test_rarest_within_keeps_the_rarest_terms_up_to_the_budget(tmp_path):
     engine = _store(tmp_path)
     conn = engine.db.reader()
     terms = ['dock', 'wrench', 'drawer', 'pallet', 'nowhere']
-    assert fts_vocab.rarest(conn, terms, 3) == ['nowhere', 'drawer', 'wrench']
-    assert fts_vocab.rarest_within(conn, terms, 2) == ['nowhere', 'drawer', 'wrench']
-    assert fts_vocab.rarest_within(conn, terms, 14) == ['nowhere', 'drawer', 'wrench', 'dock']
-    assert fts_vocab.rarest_within(conn, ['dock', 'pallet'], 0) == ['dock']  # at least one
+    assert vocab_store.rarest(conn, terms, 3) == ['nowhere', 'drawer', 'wrench']
+    assert vocab_store.rarest_within(conn, terms, 2) == ['nowhere', 'drawer', 'wrench']
+    assert vocab_store.rarest_within(conn, terms, 14) == ['nowhere', 'drawer', 'wrench', 'dock']
+    assert vocab_store.rarest_within(conn, ['dock', 'pallet'], 0) == ['dock']  # at least one
     engine.close()
