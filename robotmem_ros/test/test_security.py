@@ -174,6 +174,7 @@ REVIEWED = {
     "' AND '.join(where[1:])": 'the same constant fragments, less the MATCH (fts_search)',
     "', '.join(RESTORED)": 'constant column tuple (transfer_store)',
     "', '.join((':' + c for c in RESTORED))": 'named placeholders of the constant column tuple',
+    'DECAY_REF': 'schema constant: the decay reference expression its index is built on',
 }
 
 
