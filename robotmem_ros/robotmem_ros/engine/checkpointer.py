@@ -96,7 +96,7 @@ class Checkpointer:
         self.last_error = error
 
     def _wal_state(self) -> tuple[int, int]:
-        """(size, modification time) of the WAL file; a full WAL file stays full until a write."""
+        """Return (size, modification time) of the WAL: unchanged, it is not checkpointed again."""
         try:
             stat = os.stat(self._wal)
         except OSError:

@@ -27,7 +27,7 @@ LIST_CHUNK = 500
 RELATED_QUERY_FACTS = 5  # the session facts whose text makes the related-memories query
 # The related query's BM25 terms: its rarest, up to this many matching FTS rows in all. FTS5
 # ranks every row an OR query matches; five facts' common words matched most of a large store
-# (1.2 s of an end of session at 1M memories). Below this many rows every term is kept.
+# (1.2-2.4 s of an end of session at 1M memories). Below this many rows every term is kept.
 RELATED_MATCH_BUDGET = 20_000
 
 
