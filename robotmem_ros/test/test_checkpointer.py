@@ -33,10 +33,11 @@ def test_a_grown_wal_is_copied_into_the_database_by_the_thread(tmp_path):
     worker = Checkpointer(path, lambda: connect(str(path)), wal_bytes=4096)
     worker.committed()
     _wait_for(lambda: worker.checkpoints >= 1)
-    busy, frames, copied = connect(str(path)).execute(
-        'PRAGMA wal_checkpoint(PASSIVE)').fetchone()
+    probe = connect(str(path))
+    busy, frames, copied = probe.execute('PRAGMA wal_checkpoint(PASSIVE)').fetchone()
     assert (busy, frames) == (0, copied) and frames > 0  # every frame was already copied
     worker.stop()
+    probe.close()
     conn.close()
 
 

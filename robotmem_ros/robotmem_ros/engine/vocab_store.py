@@ -50,10 +50,15 @@ def row_counts(conn: Any, terms: Iterable[str]) -> dict[str, int]:
     return counts
 
 
+def _rarest_first(conn: Any, terms: Iterable[str]) -> list[tuple[str, int]]:
+    """(term, row count) of the distinct terms, fewest rows first (unknown ones), ties by text."""
+    counts = row_counts(conn, terms)
+    return sorted(counts.items(), key=lambda item: (item[1], item[0]))
+
+
 def rarest(conn: Any, terms: Iterable[str], count: int) -> list[str]:
     """Return the ``count`` terms in the fewest FTS rows (unknown ones first), ties by text."""
-    counts = row_counts(conn, terms)
-    return sorted(counts, key=lambda t: (counts[t], t))[:count]
+    return [term for term, _ in _rarest_first(conn, terms)[:count]]
 
 
 def rarest_within(conn: Any, terms: Iterable[str], budget: int) -> list[str]:
@@ -63,10 +68,9 @@ def rarest_within(conn: Any, terms: Iterable[str], budget: int) -> list[str]:
     FTS5 ranks every row an OR query matches, so the sum of the row counts is what the
     query costs; the rare terms are also the ones that weigh most in BM25.
     """
-    counts = row_counts(conn, terms)
     kept, total = [], 0
-    for term in sorted(counts, key=lambda t: (counts[t], t)):
-        total += counts[term]
+    for term, count in _rarest_first(conn, terms):
+        total += count
         if kept and total > budget:
             break
         kept.append(term)
