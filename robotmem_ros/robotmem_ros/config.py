@@ -136,6 +136,10 @@ class MemoryConfig:
                      choices=('score', 'rrf'))
     bm25_weight: float = _e(0.6, 'Weight of the BM25 channel in score fusion; the vector '
                             'channel gets 1 - bm25_weight.', lo=0.0, hi=1.0)
+    bm25_k1: float = _e(1.2, 'BM25 term-frequency saturation (FTS5 uses 1.2).', lo=0.0, hi=10.0)
+    bm25_b: float = _e(0.3, 'BM25 length normalization: 0 ignores the length of a text, 1 '
+                       'divides by it fully (FTS5 uses 0.75; 0.3 ranks long answers better).',
+                       lo=0.0, hi=1.0)
     fusion_depth: int = _e(50, 'Candidates each channel contributes to fusion (at least 2 n, '
                            '4 n with filters).', lo=1, hi=10_000)
     real_weight: float = _e(1.5, 'Score multiplier for memories with context.env.sim_or_real '

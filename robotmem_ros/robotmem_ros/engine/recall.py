@@ -12,7 +12,7 @@ import functools
 import time
 from typing import Any
 
-from robotmem_ros.engine import store, vocab_store
+from robotmem_ros.engine import bm25, store, vocab_store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
@@ -86,9 +86,10 @@ class Recaller:
         """Rank by both channels; ``terms`` replaces the query's own BM25 terms when given."""
         cfg = self.ctx.config
         conn = self.ctx.db.reader()
-        fts_q = None
+        fts_q, bm_terms = None, []
         if 'bm25' in channels:
-            fts_q = textmod.fts_match(textmod.query_terms(query) if terms is None else terms)
+            bm_terms = textmod.query_terms(query) if terms is None else terms
+            fts_q = textmod.fts_match(bm_terms)
         qvec = self.ctx.embedding.embed_query(query) if 'vector' in channels else None
         mode = _mode(fts_q is not None or qvec is None, qvec is not None)
         filtered = bool(session_id or not cfilter.is_empty or spatial
@@ -98,11 +99,11 @@ class Recaller:
         fetch = min(max(cfg.fusion_depth, n * (4 if filtered else 2)), cfg.max_fetch)
         pushed = cfilter.sql_equalities()  # equalities tested in SQL, before ranking
         while True:
-            bm = store.fts_search(conn, fts_q, collection, fetch, now=now,
-                                  session_id=session_id, min_confidence=min_conf,
-                                  include_inactive=options.include_superseded,
-                                  exclude_session=exclude_session, context=pushed
-                                  ) if fts_q else []
+            bm = _rescored(conn, store.fts_search(
+                conn, fts_q, collection, fetch, now=now, session_id=session_id,
+                min_confidence=min_conf, include_inactive=options.include_superseded,
+                exclude_session=exclude_session, context=pushed), bm_terms, cfg
+            ) if fts_q else []
             vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id,
                                    exclude_session=exclude_session, context=pushed
                                    ) if qvec is not None else []
@@ -177,13 +178,23 @@ class Recaller:
             record.last_accessed = now
 
 
+def _rescored(conn: Any, hits: list[tuple[int, float]], terms: list[str], cfg: Any
+              ) -> list[tuple[int, float]]:
+    """Score FTS5's candidates with ``bm25_k1`` / ``bm25_b`` (engine/bm25.py), best first."""
+    if not hits:
+        return []
+    rows, tokens = vocab_store.fts_totals(conn)
+    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, max_age_s=0.0))
+    return bm25.rescore(store.fts_bodies(conn, [i for i, _ in hits]), terms, stats,
+                        cfg.bm25_k1, cfg.bm25_b)
+
+
 def _fuse(bm: list[tuple[int, float]], vec: list[tuple[int, float]], cfg: Any
           ) -> dict[int, float]:
-    """Merge the channels as ``cfg.fusion`` says; FTS5's bm25() is lower-better, so negate."""
+    """Merge the channels as ``cfg.fusion`` says; both score higher-better."""
     if cfg.fusion == 'rrf':
         return rrf_fuse([[i for i, _ in bm], [i for i, _ in vec]], cfg.rrf_k)
-    return score_fuse([[(i, -score) for i, score in bm], vec],
-                      (cfg.bm25_weight, 1.0 - cfg.bm25_weight))
+    return score_fuse([bm, vec], (cfg.bm25_weight, 1.0 - cfg.bm25_weight))
 
 
 def _mode(bm25: bool, vector: bool) -> str:

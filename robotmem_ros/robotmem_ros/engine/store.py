@@ -413,6 +413,15 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
     return [(row[0], row[1]) for row in rows]
 
 
+def fts_bodies(conn: Any, ids: Sequence[int]) -> dict[int, str]:
+    """Return the FTS bodies (indexed tokens, space separated) of ``ids``, keyed by id."""
+    if not ids:
+        return {}
+    marks = ','.join('?' * len(ids))
+    return dict(conn.execute(f'SELECT rowid, body FROM memories_fts WHERE rowid IN ({marks})',
+                             list(ids)))
+
+
 def _not_in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
     """Return ``column NOT IN (?, ...)`` and its parameters, in a stable order."""
     names = sorted(values)

@@ -1,9 +1,10 @@
 """
-How many FTS rows hold each term, from FTS5's own vocabulary table (no scan of the rows).
+How many FTS rows hold each term, and how many rows and tokens FTS5 holds (no scan of rows).
 
-Two queries choose their terms by it: the Jaccard layer asks for its rarest tokens
+Two queries choose their terms by the term counts: the Jaccard layer asks for its rarest tokens
 (engine/jaccard_store.py), and the related-memories query of an end of session keeps the
 rarest terms of the session's facts within a budget of matching rows (engine/recall.py).
+Recall's BM25 (engine/bm25.py) scores with fresh counts and the totals.
 """
 
 from __future__ import annotations
@@ -19,21 +20,30 @@ _VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
 # 1M memories, 30 ms for one fact's tokens, at every learn. Both users only choose terms by
 # the counts, so a count read in the last COUNT_TTL_S seconds is reused (per connection, at
 # most COUNT_CACHE_TERMS terms): a stale count can change what a query costs, never its result.
+# BM25 scores by them, so it asks for counts no older than 0 s (a score must not depend on
+# when the store last answered).
 COUNT_TTL_S = 30.0
 COUNT_CACHE_TERMS = 50_000
 _CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float]]] = \
     weakref.WeakKeyDictionary()
 
 
-def row_counts(conn: Any, terms: Iterable[str]) -> dict[str, int]:
-    """Return how many FTS rows hold each term (0 for a term no row holds), a cached count."""
+# FTS5's "averages" record (rowid 1 of its %_data table): varints of the row count and of each
+# column's token total, kept current by every committed write; FTS5's own bm25() reads it.
+_AVERAGES = 'SELECT block FROM memories_fts_data WHERE id = 1'
+
+
+def row_counts(conn: Any, terms: Iterable[str], max_age_s: float | None = None
+               ) -> dict[str, int]:
+    """Return how many FTS rows hold each term (0 for none), read at most max_age_s ago."""
+    max_age_s = COUNT_TTL_S if max_age_s is None else max_age_s
     cache = _CACHES.setdefault(conn, {})
     now = time.monotonic()
     wanted = set(terms)
     counts = {}
     for term in wanted:
         hit = cache.get(term)
-        if hit is not None and now - hit[1] < COUNT_TTL_S:
+        if hit is not None and now - hit[1] < max_age_s:
             counts[term] = hit[0]
     missing = sorted(wanted - counts.keys())
     if missing:
@@ -75,3 +85,30 @@ def rarest_within(conn: Any, terms: Iterable[str], budget: int) -> list[str]:
             break
         kept.append(term)
     return kept
+
+
+def fts_totals(conn: Any) -> tuple[int, int]:
+    """Return (rows, tokens) of the FTS index as of the last commit; (0, 0) when empty."""
+    row = conn.execute(_AVERAGES).fetchone()
+    values = _varints(bytes(row[0])) if row and row[0] else []
+    return (values[0], values[1]) if len(values) >= 2 else (0, 0)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """Decode SQLite varints: big-endian 7-bit groups, the 9th byte carries 8 bits."""
+    values, pos = [], 0
+    while pos < len(blob):
+        value = 0
+        for width in range(9):
+            if pos == len(blob):  # a cut record: FTS5 writes whole ones
+                return values
+            byte = blob[pos]
+            pos += 1
+            if width == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
