@@ -56,6 +56,9 @@ def test_lower_b_lets_a_long_answer_beat_a_short_echo():
     common = bm25.CorpusStats(rows=4, tokens=40, term_rows={'group': 3})
     assert common.idf('group') == bm25.MIN_IDF
     assert bm25.rescore({5: 'no match here'}, ['group'], stats, 1.2, 0.0) == [(5, 0.0)]
+    # Adjacent repeats all count, and a term never matches inside a longer token.
+    [(_, twice)] = bm25.rescore({6: 'group group groups regroup'}, ['group'], stats, 1.2, 0.0)
+    assert math.isclose(twice, stats.idf('group') * 2 * 2.2 / (2 + 1.2))
 
 
 def test_totals_are_the_rows_and_tokens_fts5_holds(tmp_path):
