@@ -27,7 +27,7 @@ def _ours(conn, terms, k1, b):
     matched = [rowid for (rowid,) in conn.execute(
         'SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?', (textmod.fts_match(terms),))]
     rows, tokens = vocab_store.fts_totals(conn)
-    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, max_age_s=0.0))
+    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
     return bm25.rescore(store.fts_bodies(conn, matched), terms, stats, k1, b)
 
 

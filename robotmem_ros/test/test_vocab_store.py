@@ -44,3 +44,19 @@ def test_rarest_within_keeps_the_rarest_terms_up_to_the_budget(tmp_path):
     assert vocab_store.rarest_within(conn, terms, 14) == ['nowhere', 'drawer', 'wrench', 'dock']
     assert vocab_store.rarest_within(conn, ['dock', 'pallet'], 0) == ['dock']  # at least one
     engine.close()
+
+
+def test_exact_counts_are_reused_only_until_the_next_commit(tmp_path):
+    engine = _store(tmp_path)
+    conn = engine.db.reader()
+    reads = []
+    conn.set_trace_callback(
+        lambda sql: reads.append(sql) if 'memories_fts_vocab WHERE' in sql else None)
+    assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 1}
+    assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 1}
+    assert len(reads) == 1  # no commit in between: the count read first is still exact
+    engine.learn('a second wrench hangs on the wall')  # committed by the writer connection
+    assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 2}
+    assert len(reads) == 2
+    conn.set_trace_callback(None)
+    engine.close()

@@ -184,7 +184,7 @@ def _rescored(conn: Any, hits: list[tuple[int, float]], terms: list[str], cfg: A
     if not hits:
         return []
     rows, tokens = vocab_store.fts_totals(conn)
-    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, max_age_s=0.0))
+    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
     return bm25.rescore(store.fts_bodies(conn, [i for i, _ in hits]), terms, stats,
                         cfg.bm25_k1, cfg.bm25_b)
 

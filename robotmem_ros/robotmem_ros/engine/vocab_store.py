@@ -17,14 +17,16 @@ import weakref
 _VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
           "USING fts5vocab(main, 'memories_fts', 'row')")
 # fts5vocab counts a term's rows by walking its posting list: about 3 ms per common term at
-# 1M memories, 30 ms for one fact's tokens, at every learn. Both users only choose terms by
-# the counts, so a count read in the last COUNT_TTL_S seconds is reused (per connection, at
-# most COUNT_CACHE_TERMS terms): a stale count can change what a query costs, never its result.
-# BM25 scores by them, so it asks for counts no older than 0 s (a score must not depend on
-# when the store last answered).
+# 1M memories, 30 ms for one fact's tokens, at every learn. The Jaccard layer and the related
+# query only choose terms by the counts, so a count read in the last COUNT_TTL_S seconds is
+# reused (per connection, at most COUNT_CACHE_TERMS terms): a stale count can change what a
+# query costs, never its result. BM25 scores by them, so it asks for exact counts: reused only
+# while no other connection has committed since they were read (PRAGMA data_version), so a
+# score never depends on when the store last answered.
 COUNT_TTL_S = 30.0
 COUNT_CACHE_TERMS = 50_000
-_CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float]]] = \
+# term -> (row count, time read, the connection's data_version then)
+_CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float, int]]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -33,17 +35,21 @@ _CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float]]] = \
 _AVERAGES = 'SELECT block FROM memories_fts_data WHERE id = 1'
 
 
-def row_counts(conn: Any, terms: Iterable[str], max_age_s: float | None = None
-               ) -> dict[str, int]:
-    """Return how many FTS rows hold each term (0 for none), read at most max_age_s ago."""
-    max_age_s = COUNT_TTL_S if max_age_s is None else max_age_s
+def row_counts(conn: Any, terms: Iterable[str], *, exact: bool = False) -> dict[str, int]:
+    """
+    Return how many FTS rows hold each term (0 for none).
+
+    Counts up to COUNT_TTL_S old, or with ``exact`` as of the last commit of another
+    connection (for reader connections: a connection's own commits leave its data_version).
+    """
     cache = _CACHES.setdefault(conn, {})
     now = time.monotonic()
+    version = conn.execute('PRAGMA data_version').fetchone()[0]
     wanted = set(terms)
     counts = {}
     for term in wanted:
         hit = cache.get(term)
-        if hit is not None and now - hit[1] < max_age_s:
+        if hit is not None and (hit[2] == version if exact else now - hit[1] < COUNT_TTL_S):
             counts[term] = hit[0]
     missing = sorted(wanted - counts.keys())
     if missing:
@@ -56,7 +62,7 @@ def row_counts(conn: Any, terms: Iterable[str], max_age_s: float | None = None
             cache.clear()
         for term in missing:
             counts[term] = found.get(term, 0)
-            cache[term] = (counts[term], now)
+            cache[term] = (counts[term], now, version)
     return counts
 
 
