@@ -4,9 +4,9 @@ Retrieval quality of recall on labelled collections: R@1/5/10 and MRR@10 per cha
 Documents are stored with ``engine.learn`` with default parameters (dedup and the rule decider
 on, as on a robot; the node's Learn service calls the same method; vectors are batch-computed
 beforehand with the same model, so only the embedding call is skipped) and every query is
-recalled three ways: hybrid (BM25 + vector, RRF), bm25_only and vector_only. Dedup may fold a
-document into an earlier, near-identical one; the folded document then counts as found when its
-keeper is returned. Reported per corpus: how many learned documents end up hidden — superseded
+recalled three ways: hybrid (BM25 + vector, fused as the engine's parameters say), bm25_only
+and vector_only. Dedup may fold a document into an earlier, near-identical one; the folded
+document then counts as found when its keeper is returned. Reported per corpus: how many learned documents end up hidden — superseded
 or merged by the decision layer, or folded by a dedup layer other than "exact" — as a share of
 the documents (LoCoMo target: <= 1 %), and exact repeats apart.
 
