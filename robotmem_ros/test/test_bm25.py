@@ -61,6 +61,14 @@ def test_lower_b_lets_a_long_answer_beat_a_short_echo():
     assert math.isclose(twice, stats.idf('group') * 2 * 2.2 / (2 + 1.2))
 
 
+def test_totals_read_apart_from_the_counts_never_fail_a_recall():
+    # A commit between the statements: more rows hold the term than the totals know of.
+    stale = bm25.CorpusStats(rows=1, tokens=0, term_rows={'cup': 3})
+    assert stale.idf('cup') == bm25.MIN_IDF
+    [(_, score)] = bm25.rescore({7: 'red cup'}, ['cup'], stale, 1.2, 0.3)
+    assert math.isfinite(score) and score > 0
+
+
 def test_totals_are_the_rows_and_tokens_fts5_holds(tmp_path):
     engine = make_engine(tmp_path)
     assert vocab_store.fts_totals(engine.db.reader()) == (0, 0)

@@ -29,9 +29,14 @@ class CorpusStats:
     term_rows: Mapping[str, int]
 
     def idf(self, term: str) -> float:
-        """Return FTS5's IDF: ``log((N - n + 0.5) / (n + 0.5))``, at least MIN_IDF."""
+        """
+        Return FTS5's IDF: ``log((N - n + 0.5) / (n + 0.5))``, at least MIN_IDF.
+
+        The totals and the term counts are read by separate statements, so a commit between
+        them can make n exceed N; that reads as a term in every row, never as a math error.
+        """
         held = self.term_rows.get(term, 0)
-        return max(MIN_IDF, math.log((self.rows - held + 0.5) / (held + 0.5)))
+        return max(MIN_IDF, math.log((max(self.rows - held, 0) + 0.5) / (held + 0.5)))
 
 
 def rescore(bodies: Mapping[int, str], terms: Sequence[str], stats: CorpusStats,
@@ -46,7 +51,7 @@ def rescore(bodies: Mapping[int, str], terms: Sequence[str], stats: CorpusStats,
     165-token abstracts and an 11-term query; a robot's short facts take a fraction of that).
     """
     idf = {f' {term} ': stats.idf(term) for term in dict.fromkeys(terms)}
-    average = stats.tokens / stats.rows if stats.rows else 1.0
+    average = stats.tokens / stats.rows if stats.rows and stats.tokens else 1.0
     scored = []
     for memory_id, body in bodies.items():
         spaced = '  ' + body.replace(' ', '  ') + '  '
