@@ -175,6 +175,7 @@ REVIEWED = {
     "', '.join(RESTORED)": 'constant column tuple (transfer_store)',
     "', '.join((':' + c for c in RESTORED))": 'named placeholders of the constant column tuple',
     'DECAY_REF': 'schema constant: the decay reference expression its index is built on',
+    'select': 'constant SELECT ... IN of store.contents / store.fts_bodies (_texts_by_id)',
 }
 
 

@@ -415,11 +415,7 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
 
 def fts_bodies(conn: Any, ids: Sequence[int]) -> dict[int, str]:
     """Return the FTS bodies (indexed tokens, space separated) of ``ids``, keyed by id."""
-    if not ids:
-        return {}
-    marks = ','.join('?' * len(ids))
-    return dict(conn.execute(f'SELECT rowid, body FROM memories_fts WHERE rowid IN ({marks})',
-                             list(ids)))
+    return _texts_by_id(conn, 'SELECT rowid, body FROM memories_fts WHERE rowid IN', ids)
 
 
 def _not_in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
@@ -489,11 +485,15 @@ def purge(conn: Any, ids: Sequence[int]) -> None:
 
 def contents(conn: Any, ids: Sequence[int]) -> dict[int, str]:
     """Return the text of memories ``ids``, keyed by id."""
+    return _texts_by_id(conn, 'SELECT id, content FROM memories WHERE id IN', ids)
+
+
+def _texts_by_id(conn: Any, select: str, ids: Sequence[int]) -> dict[int, str]:
+    """Run a constant ``SELECT id, text ... WHERE id IN`` over ``ids``; {id: text}."""
     if not ids:
         return {}
     marks = ','.join('?' * len(ids))
-    return dict(conn.execute(f'SELECT id, content FROM memories WHERE id IN ({marks})',
-                             list(ids)))
+    return dict(conn.execute(f'{select} ({marks})', list(ids)))
 
 
 # --- statements of the engine facade -----------------------------------------------------------
