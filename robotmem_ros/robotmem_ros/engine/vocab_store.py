@@ -4,7 +4,7 @@ How many FTS rows hold each term, and how many rows and tokens FTS5 holds (no sc
 Two queries choose their terms by the term counts: the Jaccard layer asks for its rarest tokens
 (engine/jaccard_store.py), and the related-memories query of an end of session keeps the
 rarest terms of the session's facts within a budget of matching rows (engine/recall.py).
-Recall's BM25 (engine/bm25.py) scores with fresh counts and the totals.
+Recall's BM25 (engine/bm25.py) scores with exact counts and the totals.
 """
 
 from __future__ import annotations
