@@ -3,8 +3,10 @@
 import math
 
 from engine_helpers import make_engine
-from robotmem_ros.engine import bm25, store, vocab_store
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine import bm25, vocab_store
 from robotmem_ros.engine import text as textmod
+from robotmem_ros.engine.recall import _rescored
 
 TURNS = [
     'Caroline: I went to a support group yesterday and it was really powerful',
@@ -24,11 +26,10 @@ def _fts5_scores(conn, terms):
 
 
 def _ours(conn, terms, k1, b):
-    matched = [rowid for (rowid,) in conn.execute(
+    """Recall's own re-score (recall._rescored) of every row the OR of ``terms`` matches."""
+    matched = [(rowid, 0.0) for (rowid,) in conn.execute(
         'SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?', (textmod.fts_match(terms),))]
-    rows, tokens = vocab_store.fts_totals(conn)
-    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
-    return bm25.rescore(store.fts_bodies(conn, matched), terms, stats, k1, b)
+    return _rescored(conn, matched, terms, MemoryConfig(bm25_k1=k1, bm25_b=b))
 
 
 def test_fts5_constants_give_fts5s_own_scores(tmp_path):

@@ -25,8 +25,8 @@ _VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
 # score never depends on when the store last answered.
 COUNT_TTL_S = 30.0
 COUNT_CACHE_TERMS = 50_000
-# term -> (row count, time read, the connection's data_version then)
-_CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float, int]]] = \
+# term -> (row count, time read, the connection's data_version then, None if not read exactly)
+_CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float, int | None]]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -44,7 +44,9 @@ def row_counts(conn: Any, terms: Iterable[str], *, exact: bool = False) -> dict[
     """
     cache = _CACHES.setdefault(conn, {})
     now = time.monotonic()
-    version = conn.execute('PRAGMA data_version').fetchone()[0]
+    # Only exact reads need the version (a statement less in every learn's Jaccard query);
+    # entries read without one never count as exact.
+    version = conn.execute('PRAGMA data_version').fetchone()[0] if exact else None
     wanted = set(terms)
     counts = {}
     for term in wanted:
