@@ -58,7 +58,7 @@ def test_rescoring_pool_grows_with_the_searched_set(tmp_path, monkeypatch):
 
     monkeypatch.setattr(vector_index.VectorIndex, '_rescore', counting)
     rng = np.random.default_rng(11)
-    engine = make_engine(tmp_path)
+    engine = make_engine(tmp_path, int8_max_vectors=0)  # without it every candidate is read
     bulk_vectors(engine, _unit(rng, 1000), 'thousand')
     bulk_vectors(engine, _unit(rng, 16_000), 'large')
     query = _unit(rng, 1)[0]
@@ -67,6 +67,90 @@ def test_rescoring_pool_grows_with_the_searched_set(tmp_path, monkeypatch):
         assert len(store.vec_search(engine.db.reader(), query, collection, 1)) == 1
         assert rescored[0] == pool
     engine.close()
+
+
+def _topics(rng: np.random.Generator, topics: int, each: int) -> np.ndarray:
+    """Clusters of close vectors, as real memories have them (the hard case for estimates)."""
+    vectors = np.repeat(_unit(rng, topics), each, axis=0)
+    vectors += 0.05 * rng.standard_normal(vectors.shape).astype(np.float32)
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize('levels', [127, 3])
+def test_best_first_rescoring_returns_what_rescoring_every_candidate_does(
+        tmp_path, monkeypatch, levels):
+    """
+    The 8-bit copy decides only which floats are read: every top k is unchanged.
+
+    With codes of -3 .. 3 instead of -127 .. 127 the estimates order the candidates badly, so
+    only the stopping bound keeps the results right (stopping at the first k found fails).
+    """
+    import functools
+    from robotmem_ros.engine import vector_index
+    monkeypatch.setattr(vector_index, '_quantized',
+                        functools.partial(vector_index._quantized, levels=levels))
+    reads: list[int] = []
+    real_rescore = vector_index.VectorIndex._rescore
+
+    def counting(self, conn, vector, ids, seqs, where):
+        reads.append(len(ids))
+        return real_rescore(self, conn, vector, ids, seqs, where)
+
+    monkeypatch.setattr(vector_index.VectorIndex, '_rescore', counting)
+    rng = np.random.default_rng(5)
+    vectors = _topics(rng, 50, 40)
+    with_copy = make_engine(tmp_path, name='copy.db')
+    without = make_engine(tmp_path, name='floats.db', int8_max_vectors=0)
+    assert bulk_vectors(with_copy, vectors) == bulk_vectors(without, vectors)
+    queries = vectors[rng.choice(len(vectors), 30)] + 0.05 * rng.standard_normal((30, 384))
+    read = {'copy': 0, 'floats': 0}
+    for k in (1, 3, 10, 50):
+        for query in queries.astype(np.float32):
+            got = {}
+            for name, engine in (('copy', with_copy), ('floats', without)):
+                reads.clear()
+                got[name] = store.vec_search(engine.db.reader(), query, 'default', k)
+                read[name] += sum(reads)
+            assert [i for i, _ in got['copy']] == [i for i, _ in got['floats']]
+            assert [c for _, c in got['copy']] == pytest.approx([c for _, c in got['floats']])
+    assert read['copy'] < read['floats'] / (4 if levels == 127 else 1.1)
+    assert with_copy.db.vectors.stats()['int8_bytes'] >= 2000 * 384
+    assert without.db.vectors.stats()['int8_bytes'] == 0
+    with_copy.close()
+    without.close()
+
+
+def test_the_8_bit_copy_is_kept_only_up_to_its_bound(tmp_path):
+    rng = np.random.default_rng(6)
+    vectors = _unit(rng, 150)
+    engine = make_engine(tmp_path, int8_max_vectors=100)
+    ids = bulk_vectors(engine, vectors[:80])
+    conn = engine.db.reader()
+    store.vec_search(conn, vectors[0], 'default', 5)
+    assert engine.db.vectors.stats()['int8_bytes'] > 0
+    ids += bulk_vectors(engine, vectors[80:])  # past the bound: dropped, searches stay exact
+    for query in vectors[:10]:
+        got = [i for i, _ in store.vec_search(conn, query, 'default', 10)]
+        assert got == _exact(vectors, ids, query, 10)
+    assert engine.db.vectors.stats()['int8_bytes'] == 0
+    engine.close()
+    reopened = make_engine(tmp_path, int8_max_vectors=100)  # over it at start: never built
+    assert [i for i, _ in store.vec_search(reopened.db.reader(), vectors[3], 'default', 1)
+            ] == [ids[3]]
+    assert reopened.db.vectors.stats()['int8_bytes'] == 0
+    reopened.close()
+
+
+def test_8_bit_codes_are_within_half_a_step_and_unknown_vectors_are_marked():
+    from robotmem_ros.engine.vector_index import _quantized, to_blob
+    rng = np.random.default_rng(8)
+    vectors = _unit(rng, 20, dim=16)
+    blobs = [to_blob(v) for v in vectors] + [None, to_blob(vectors[0][:8])]
+    codes, scale = _quantized(blobs, 16)
+    error = np.abs(codes[:20] * scale[:20, None] - vectors)
+    assert np.all(error <= scale[:20, None] / 2 + 1e-7)
+    assert np.abs(codes[:20]).max() == 127
+    assert list(scale[20:]) == [0.0, 0.0]  # missing, other width: always read
 
 
 def test_filtered_search_returns_k_when_k_exist(tmp_path):

@@ -99,7 +99,7 @@ class Database:
     """The store's connections and the one write path."""
 
     def __init__(self, path: pathlib.Path, *, ann_min_vectors: int = 0,
-                 ann_nprobe: int = 32) -> None:
+                 ann_nprobe: int = 32, int8_max_vectors: int = 0) -> None:
         self.path = path
         prepare_path(path)
         self._write_lock = threading.RLock()
@@ -119,7 +119,8 @@ class Database:
         self.checkpointer = Checkpointer(path, lambda: connect(str(path)))
         self.has_vec = self._probe_vec()
         self.vectors = VectorIndex(self.reader, ann_min_vectors, ann_nprobe,
-                                   opener=lambda: connect(str(path)))
+                                   opener=lambda: connect(str(path)),
+                                   int8_max_vectors=int8_max_vectors)
         self._writer.vector_index = self.vectors
 
     def _probe_vec(self) -> bool:

@@ -23,10 +23,18 @@ the candidates instead of the full scan; the scan answers while it builds, and w
 candidates leave fewer than ``k`` results (a selective SQL filter), so that guarantee holds.
 The stage lives in RAM only and is rebuilt at every start: the file stays the one truth, and
 no crash can leave a stale index behind.
+
+Up to ``int8_max_vectors`` vectors the index also holds an 8-bit copy of each (one byte per
+dimension and a scale). The copy gives each candidate an estimate of its cosine and a bound on
+the estimate's error, so candidates are rescored best first and the reading stops once no
+unread one can reach the top ``k``: the same results as rescoring every candidate, from a
+fraction of the float reads (docs/performance.md, "Rescoring best first").
 """
 
 from __future__ import annotations
 
+import functools
+import heapq
 import logging
 import threading
 from typing import Any, Callable, Iterator
@@ -55,6 +63,10 @@ ANN_CANDIDATES = 80
 ANN_REBUILD_GROWTH = 4
 ANN_BLOCK = 20_000
 SAMPLE_CHUNK = 10_000  # seqs per statement of the training sample (SQLite's variable limit)
+# Best-first rescoring reads floats in steps of at least this many (one statement each), and
+# pads each estimate's error bound by this much for float32 rounding in both dot products.
+BEST_FIRST_STEP = 16
+ROUNDING_SLACK = 1e-4
 
 
 def code_of(vector: np.ndarray) -> bytes:
@@ -73,7 +85,8 @@ class VectorIndex:
     """Binary codes plus filter columns of every stored vector, kept in step with SQLite."""
 
     def __init__(self, reader: Callable[[], Any], ann_min_vectors: int = 0,
-                 ann_nprobe: int = 32, opener: Callable[[], Any] | None = None) -> None:
+                 ann_nprobe: int = 32, opener: Callable[[], Any] | None = None,
+                 int8_max_vectors: int = 0) -> None:
         self._reader = reader
         self._opener = opener  # a private connection for the builder, which may outlive a close
         self._ann_min = ann_min_vectors if ann_stage.available() and opener else 0
@@ -97,6 +110,11 @@ class VectorIndex:
         self._alive = np.zeros(0, dtype=bool)
         self._names: dict[str, dict[str, int]] = {'collection': {}, 'session': {'': 0}}
         self._last_seq = 0
+        self._int8_max = int8_max_vectors
+        self._int8_on: bool | None = None  # decided at the first load, from the store's size
+        self._dim = 0
+        self._q8 = np.zeros((0, 0), dtype=np.int8)
+        self._q8_scale = np.zeros(0, dtype=np.float32)  # 0 marks a row without a float vector
 
     # --- keeping up with the database ----------------------------------------------------
 
@@ -107,6 +125,7 @@ class VectorIndex:
             self._last_seq = 0
             self._ann = None
             self._generation += 1
+            self._int8_on = None
 
     def close(self) -> None:
         """
@@ -126,9 +145,12 @@ class VectorIndex:
 
     def _load_since(self) -> int:
         conn = self._reader()
+        if self._int8_on is None:  # a store already over the bound never reads its floats
+            self._int8_on = 0 < self._int8_max >= vector_store.seq_span(conn)
         loaded = 0
         while True:  # in chunks: a million Python rows at once would double the start RSS
-            rows = vector_store.codes_since(conn, self._last_seq, LOAD_CHUNK)
+            rows = vector_store.codes_since(conn, self._last_seq, LOAD_CHUNK,
+                                            floats=bool(self._int8_on))
             if rows:
                 with self._lock:
                     self._append(rows)
@@ -156,7 +178,30 @@ class VectorIndex:
         self._sess[part] = self._codes_of('session', [r[4] for r in rows])
         self._fact[part] = [bool(r[5]) for r in rows]
         self._alive[part] = True
+        if self._int8_on:
+            self._copy_int8([r[6] for r in rows], part)
         self._size = end
+
+    def _copy_int8(self, blobs: list[bytes | None], part: slice) -> None:
+        """Quantize the floats of positions ``part`` into the 8-bit copy, or drop the copy."""
+        if part.stop > self._int8_max:
+            LOG.info('vector index: %d vectors, over int8_max_vectors (%d); the 8-bit copy is '
+                     'dropped and candidates are rescored from SQLite alone', part.stop,
+                     self._int8_max)
+            self._int8_on = False
+            self._q8 = np.zeros((0, 0), dtype=np.int8)
+            self._q8_scale = np.zeros(0, dtype=np.float32)
+            return
+        self._dim = self._dim or next((len(b) // 4 for b in blobs if b), 0)
+        if len(self._q8) < part.stop or self._q8.shape[1] != self._dim:
+            new = max(part.stop, int(len(self._q8) * GROW), 1024)
+            copy = np.zeros((new, self._dim), dtype=np.int8)
+            scale = np.zeros(new, dtype=np.float32)  # rows of another width: scale 0, unknown
+            if self._q8.shape[1] == self._dim:
+                copy[:part.start] = self._q8[:part.start]
+                scale[:part.start] = self._q8_scale[:part.start]
+            self._q8, self._q8_scale = copy, scale
+        self._q8[part], self._q8_scale[part] = _quantized(blobs, self._dim)
 
     def _codes_of(self, kind: str, values: list[str]) -> np.ndarray:
         """Small integer codes of names (one dict lookup per distinct name, not per row)."""
@@ -279,22 +324,25 @@ class VectorIndex:
             if selected.size == 0:
                 return []
             query = np.frombuffer(code_of(vector), dtype=np.uint64)
-            codes, ids, seqs = self._codes, self._ids, self._seqs
+            codes = self._codes
+            rescore = functools.partial(
+                self._best_first, conn, vector, self._ids, self._seqs,
+                (self._q8, self._q8_scale) if self._int8_on else None, k, where)
         ann = self._ann
         # Not with SQL conditions (context equalities): the stage cannot test them, and the
         # nearest few of the whole set rarely meet a selective one (measured: +50 ms at 1M).
         if ann is not None and selected.size > RESCORE_MIN and not where[0]:
             with self._ann_lock:
                 rows = ann.search(vector, mask, max(ANN_CANDIDATES, 2 * k))
-            found = self._rescore(conn, vector, ids[rows], seqs[rows], where)
+            found: dict[int, float] = {}
+            rescore(rows, found)
             if len(found) >= k:
                 return _best(found, k)
         distance = _hamming(codes, query, int(selected[-1]) + 1)[selected]
         pool = max(RESCORE_MIN, RESCORE_PER_K * k, int(selected.size * RESCORE_SHARE))
-        found: dict[int, float] = {}
+        found = {}
         for batch in _nearest_first(distance, pool):
-            rows = selected[batch]
-            found.update(self._rescore(conn, vector, ids[rows], seqs[rows], where))
+            rescore(selected[batch], found)
             if len(found) >= k:
                 break
         return _best(found, k)
@@ -314,6 +362,35 @@ class VectorIndex:
         if exclude_session and exclude_session in self._names['session']:
             mask &= self._sess[:size] != self._names['session'][exclude_session]
         return mask
+
+    def _best_first(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
+                    copy: tuple[np.ndarray, np.ndarray] | None, k: int,
+                    where: tuple[str, list[Any]], rows: np.ndarray,
+                    found: dict[int, float]) -> None:
+        """
+        Add the exact cosines of those candidates ``rows`` that can reach the top ``k``.
+
+        Without the 8-bit ``copy`` (codes, scales) every candidate is rescored. With it, the
+        estimate of each cosine is off by at most half its scale times the query's L1 norm, so
+        candidates are read in order of that upper bound, and reading stops once the next bound
+        is below the k-th cosine found: no unread candidate can enter the top ``k``.
+        """
+        if copy is None or rows.size == 0 or int(rows.max()) >= len(copy[1]):
+            found.update(self._rescore(conn, vector, ids[rows], seqs[rows], where))
+            return
+        query = np.asarray(vector, dtype=np.float32)
+        codes, scale = copy[0][rows], copy[1][rows]
+        bound = scale * (0.5 * float(np.abs(query).sum())) + ROUNDING_SLACK
+        upper = np.where(scale > 0, (codes @ query) * scale + bound, np.inf)
+        order = np.argsort(-upper, kind='stable')
+        step = max(2 * k, BEST_FIRST_STEP)
+        for start in range(0, order.size, step):
+            part = rows[order[start:start + step]]
+            found.update(self._rescore(conn, vector, ids[part], seqs[part], where))
+            following = start + step
+            if (following < order.size and len(found) >= k
+                    and upper[order[following]] < heapq.nlargest(k, found.values())[-1]):
+                return
 
     def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
                  where: tuple[str, list[Any]]) -> dict[int, float]:
@@ -342,9 +419,10 @@ class VectorIndex:
             live = int(self._alive[:self._size].sum())
             nbytes = sum(getattr(self, a).nbytes for a in
                          ('_codes', '_ids', '_seqs', '_coll', '_sess', '_fact', '_alive'))
+            int8_bytes = self._q8.nbytes + self._q8_scale.nbytes
         ann = self._ann
         building = self._ann_builder is not None and self._ann_builder.is_alive()
-        return {'entries': self._size, 'live': live, 'bytes': nbytes,
+        return {'entries': self._size, 'live': live, 'bytes': nbytes, 'int8_bytes': int8_bytes,
                 'ann_entries': ann.size if ann is not None else 0,
                 'ann_bytes': ann.nbytes() if ann is not None else 0,
                 'ann_building': building, 'ann_error': self._ann_error}
@@ -353,6 +431,28 @@ class VectorIndex:
 def _best(found: dict[int, float], k: int) -> list[tuple[int, float]]:
     """Return the ``k`` highest cosines, ties by id (the same order as an exact scan)."""
     return sorted(found.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+def _quantized(blobs: list[bytes | None], dim: int,
+               levels: int = 127) -> tuple[np.ndarray, np.ndarray]:
+    """
+    8-bit codes and scales of float vectors (code x scale is within scale / 2 of each float).
+
+    Codes run from -``levels`` to ``levels``; fewer levels only loosen the bounds (tests).
+
+    A vector that is missing or of another width gets scale 0: its estimate is unknown, so
+    best-first rescoring always reads it.
+    """
+    codes = np.zeros((len(blobs), dim), dtype=np.int8)
+    scale = np.zeros(len(blobs), dtype=np.float32)
+    good = [i for i, blob in enumerate(blobs) if blob and len(blob) == 4 * dim]
+    if good:
+        floats = np.frombuffer(b''.join(blobs[i] for i in good), dtype='<f4').reshape(-1, dim)
+        top = np.abs(floats).max(axis=1)
+        step = np.where(top > 0, top / levels, 1.0).astype(np.float32)
+        codes[good] = np.rint(floats / step[:, None])
+        scale[good] = step
+    return codes, scale
 
 
 def _hamming(codes: np.ndarray, query: np.ndarray, rows: int) -> np.ndarray:

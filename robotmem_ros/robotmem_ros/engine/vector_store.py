@@ -11,16 +11,30 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 
-def codes_since(conn: Any, seq: int, limit: int) -> list[Any]:
+def codes_since(conn: Any, seq: int, limit: int, floats: bool = False) -> list[Any]:
     """
-    Return (seq, memory_id, code, collection, session_id, is_fact) rows after ``seq``.
+    Return (seq, memory_id, code, collection, session_id, is_fact[, embedding]) after ``seq``.
 
     Every vector write takes a new seq, so reading past the last one seen picks up what any
-    process stored since.
+    process stored since. ``floats`` adds the float vector (NULL if missing), which the index
+    quantizes to its 8-bit copy.
     """
-    return conn.execute('SELECT seq, memory_id, code, collection, session_id, is_fact '
-                        'FROM memory_vectors WHERE seq > ? ORDER BY seq LIMIT ?',
-                        (seq, limit)).fetchall()
+    if not floats:
+        return conn.execute('SELECT seq, memory_id, code, collection, session_id, is_fact '
+                            'FROM memory_vectors WHERE seq > ? ORDER BY seq LIMIT ?',
+                            (seq, limit)).fetchall()
+    return conn.execute('SELECT v.seq, v.memory_id, v.code, v.collection, v.session_id, '
+                        'v.is_fact, e.embedding FROM memory_vectors v '
+                        'LEFT JOIN memory_embeddings e ON e.memory_id = v.memory_id '
+                        'WHERE v.seq > ? ORDER BY v.seq LIMIT ?', (seq, limit)).fetchall()
+
+
+def seq_span(conn: Any) -> int:
+    """Return an upper bound of the vector rows stored: the span of their seqs (two seeks)."""
+    # Two subqueries: SQLite answers a lone MIN or MAX with one seek, both together by a scan.
+    low, high = conn.execute('SELECT (SELECT MIN(seq) FROM memory_vectors), '
+                             '(SELECT MAX(seq) FROM memory_vectors)').fetchone()
+    return 0 if low is None else high - low + 1
 
 
 def active_embeddings(conn: Any, ids: Sequence[int],
