@@ -152,7 +152,7 @@ class MemoryConfig:
                               'store grows; 0 = never.', lo=0, hi=1_000_000_000, read_only=True)
     ann_nprobe: int = _e(32, 'Inverted lists the IVF-PQ index scans per search (more: higher '
                          'recall, slower).', lo=1, hi=65_536, read_only=True)
-    int8_max_vectors: int = _e(200_000, 'Stored vectors up to which the vector index keeps an '
+    int8_max_vectors: int = _e(100_000, 'Stored vectors up to which the vector index keeps an '
                                '8-bit copy of each in RAM (one byte per dimension) so that '
                                'only candidates that can reach the top k are rescored from '
                                'SQLite; above it every candidate is; 0 = never.', lo=0,

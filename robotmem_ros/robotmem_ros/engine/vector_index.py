@@ -55,6 +55,7 @@ RESCORE_SHARE = 1 / 400
 WORD_BYTES = 8
 GROW = 1.5
 LOAD_CHUNK = 50_000
+FLOAT_LOAD_CHUNK = 1_000  # rows per read with floats: larger reads left +140 MiB of heap at 100k
 # The approximate stage re-reads this many floats per search (at least 2 k): 80 hold recall@10
 # at 0.98 at 1M with 4-bit refine codes (docs/performance.md). It is rebuilt, with sqrt(N)
 # lists again, each time the store has grown this many times over since it was trained.
@@ -149,13 +150,14 @@ class VectorIndex:
             self._int8_on = 0 < self._int8_max >= vector_store.seq_span(conn)
         loaded = 0
         while True:  # in chunks: a million Python rows at once would double the start RSS
-            rows = vector_store.codes_since(conn, self._last_seq, LOAD_CHUNK,
+            chunk = FLOAT_LOAD_CHUNK if self._int8_on else LOAD_CHUNK
+            rows = vector_store.codes_since(conn, self._last_seq, chunk,
                                             floats=bool(self._int8_on))
             if rows:
                 with self._lock:
                     self._append(rows)
                 loaded += len(rows)
-            if len(rows) < LOAD_CHUNK:
+            if len(rows) < chunk:
                 return loaded
 
     def _append(self, rows: list[Any]) -> None:
@@ -383,13 +385,13 @@ class VectorIndex:
         bound = scale * (0.5 * float(np.abs(query).sum())) + ROUNDING_SLACK
         upper = np.where(scale > 0, (codes @ query) * scale + bound, np.inf)
         order = np.argsort(-upper, kind='stable')
-        step = max(2 * k, BEST_FIRST_STEP)
-        for start in range(0, order.size, step):
+        start, step = 0, max(2 * k, BEST_FIRST_STEP)
+        while start < order.size:
             part = rows[order[start:start + step]]
             found.update(self._rescore(conn, vector, ids[part], seqs[part], where))
-            following = start + step
-            if (following < order.size and len(found) >= k
-                    and upper[order[following]] < heapq.nlargest(k, found.values())[-1]):
+            start, step = start + step, 2 * step  # doubling: few statements for a rare filter
+            if (start < order.size and len(found) >= k
+                    and upper[order[start]] < heapq.nlargest(k, found.values())[-1]):
                 return
 
     def _rescore(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
