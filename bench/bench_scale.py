@@ -184,7 +184,7 @@ def worker(args: argparse.Namespace) -> None:
         qvecs = real.embed(queries)
         pre.add(queries, qvecs)
         engine.recall(queries[0], n=10)  # the first search loads the index
-        row: dict[str, Any] = {'n': size, 'fill_s': fill_s,
+        row: dict[str, Any] = {'n': size, 'fill_s': fill_s, 'package': _package_dir(),
                                'ann_build_s': _settled(engine.db.vectors)}
         row['index'] = engine.db.vectors.stats()
         row['learn'] = _timed([lambda m=m: engine.learn(m.text, m.context) for m in learns])
@@ -209,6 +209,12 @@ def worker(args: argparse.Namespace) -> None:
     if args.end_session:
         print(json.dumps(_end_session(engine, store, pool, args)), flush=True)
     engine.close()
+
+
+def _package_dir() -> str:
+    """Where the code under test was imported from (the JSON shows which version ran)."""
+    import robotmem_ros
+    return str(pathlib.Path(robotmem_ros.__file__).resolve().parents[1])
 
 
 def _settled(index: Any) -> float:
@@ -301,6 +307,7 @@ def _run(label: str, package: pathlib.Path, sizes: list[int], pool: pathlib.Path
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join([str(package), str(REPO_ROOT / 'bench'),
                                          env.get('PYTHONPATH', '')])
+    env['ROBOTMEM_BENCH_PACKAGE'] = str(package)
     rows = []
     with tempfile.TemporaryDirectory(prefix=f'scale_{label}_') as work:
         cmd = [sys.executable, __file__, '--worker', '--work', work, '--pool', str(pool),

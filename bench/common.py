@@ -20,7 +20,10 @@ import sys
 from typing import Any, Iterable, Iterator, Sequence
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGE_DIR = REPO_ROOT / 'robotmem_ros'
+# The package under test goes first on sys.path: this tree's, or the one a side-by-side run
+# names (bench_scale.py's --before-ref worker). Without the variable, a worker meant to run an
+# older version imported this tree's code instead.
+PACKAGE_DIR = pathlib.Path(os.environ.get('ROBOTMEM_BENCH_PACKAGE', REPO_ROOT / 'robotmem_ros'))
 RESULTS_DIR = REPO_ROOT / 'bench' / 'results'
 DEFAULT_EVAL = (REPO_ROOT / '..' / 'shared' / 'eval').resolve()
 CACHE_DIR = pathlib.Path(os.environ.get('ROBOTMEM_BENCH_CACHE',
