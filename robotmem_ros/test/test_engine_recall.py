@@ -220,3 +220,46 @@ def test_filter_on_an_integer_beyond_64_bits_recalls_instead_of_failing(engine):
     engine.learn('the cup is light', {'mass': 1})
     result = engine.recall('cup', context_filter={'mass': 2**64})
     assert [m.content for m in result.memories] == ['the cup weighs a lot']
+
+
+@pytest.mark.parametrize('context_filter', [None, {'task.success': True}])
+def test_records_read_best_first_rank_as_reading_them_all(tmp_path, context_filter):
+    """
+    Recall reads candidates' records in fused order and stops once none can reach the top n.
+
+    Ages (two half-lives), the real-world weight and a filter reorder the candidates after
+    fusion; every top n must be the one that reading every candidate gives.
+    """
+    import random
+    from robotmem_ros.engine import store
+    from robotmem_ros.engine.context_filter import parse_filter
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock, real_weight=3.0)
+    rng = random.Random(3)
+    words = ['gripper', 'torque', 'cup', 'shelf', 'camera', 'lidar', 'battery', 'wrist']
+    with engine.db.write() as conn:
+        for i in range(400):
+            store.insert_memory(
+                conn, type_='fact', content=' '.join(rng.sample(words, 3)) + f' note{i}',
+                collection='default', session_id='', category='observation',
+                perception_type='', kind=rng.choice(['episodic', 'semantic']), confidence=0.8,
+                context={'env': {'sim_or_real': rng.choice(['sim', 'real'])},
+                         'task': {'success': rng.random() < 0.3}},
+                created_at=clock.now - rng.random() * 90 * 86_400)
+    cfilter, options = parse_filter(context_filter, max_bytes=4096, max_depth=8)
+    ranked = engine.recaller._ranked
+    for query in ('gripper torque', 'cup shelf camera', 'battery', 'wrist lidar note7'):
+        for n in (1, 5, 10):
+            args = (query, 'default', n, 0.0, '', cfilter, options)
+            best_first = ranked(*args, None, clock.now, ('bm25',))[0]
+            everything = ranked(*args, _ReadAll(), clock.now, ('bm25',))[0]
+            assert [(m.id, m.rrf_score) for m in best_first] == [
+                (m.id, m.rrf_score) for m in everything]
+    engine.close()
+
+
+class _ReadAll:
+    """A spatial sort that keeps the order: recall then reads every candidate's record."""
+
+    def apply(self, records, context_of):
+        return records

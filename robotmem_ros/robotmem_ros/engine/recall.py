@@ -9,8 +9,9 @@ inside the vector index, so a superseded memory never takes a KNN slot.
 from __future__ import annotations
 
 import functools
+import heapq
 import time
-from typing import Any
+from typing import Any, Callable
 
 from robotmem_ros.engine import bm25, store, vocab_store
 from robotmem_ros.engine import text as textmod
@@ -24,6 +25,7 @@ from robotmem_ros.engine.validation import RECALL_CHANNELS as BOTH
 from robotmem_ros.types import MemoryRecord, RecallResult
 
 LIST_CHUNK = 500
+RECORD_STEP = 16  # candidates' records read per statement at least (see Recaller._weighted)
 RELATED_QUERY_FACTS = 5  # the session facts whose text makes the related-memories query
 # The related query's BM25 terms: its rarest, up to this many matching FTS rows in all. FTS5
 # ranks every row an OR query matches; five facts' common words matched most of a large store
@@ -108,22 +110,15 @@ class Recaller:
                                    exclude_session=exclude_session, context=pushed
                                    ) if qvec is not None else []
             scores = _fuse(bm, vec, cfg)
-            records = store.fetch_records(conn, list(scores))
-            kept = [r for r in records.values()
-                    if _passes(r, min_conf, cfilter, options, now)
-                    and origin_in_scope(r.origin, cfg.recall_scope)]
+            kept = self._weighted(conn, scores, n if spatial is None else 0,
+                                  lambda r: _passes(r, min_conf, cfilter, options, now)
+                                  and origin_in_scope(r.origin, cfg.recall_scope), now)
             exhausted = len(bm) < fetch and len(vec) < fetch
             if len(kept) >= n or exhausted or fetch >= cfg.max_fetch:
                 break
             # Both channels cost about a full scan whatever their depth (BM25 ranks every match,
             # KNN is brute force), so the retry goes straight to the bound: at most two passes.
             fetch = cfg.max_fetch
-        for record in kept:
-            half_life = (cfg.episodic_half_life_days if record.kind == 'episodic'
-                         else cfg.semantic_half_life_days)
-            age = now - (record.last_accessed or record.created_at)
-            record.rrf_score = (scores[record.id] * half_life_weight(age, half_life)
-                                * source_weight(record.context, cfg.real_weight))
         kept.sort(key=lambda r: (-r.rrf_score, r.id))
         if spatial is not None:
             kept = spatial.apply(kept, lambda r: r.context)
@@ -131,6 +126,39 @@ class Recaller:
         for record, score in zip(kept, maxscore_normalize([r.rrf_score for r in kept])):
             record.rrf_score = score
         return kept, mode
+
+    def _weighted(self, conn: Any, scores: dict[int, float], n: int,
+                  passes: Callable[[MemoryRecord], bool], now: float) -> list[MemoryRecord]:
+        """
+        Candidates that pass, scored by fusion x age (half-life) x source: all that can be top n.
+
+        Records are read in fused-score order, a step at a time (the step doubles). A weight is
+        at most max(1, real_weight), since a half-life weight is at most 1. So once the next
+        fused score times that is below the n-th weighted score kept, no later candidate can
+        reach the top ``n``, and the rest are never read or parsed. ``n`` 0 reads them all
+        (a spatial sort reorders every one).
+        """
+        cfg = self.ctx.config
+        ceiling = max(1.0, cfg.real_weight)
+        order = sorted(scores, key=lambda memory_id: (-scores[memory_id], memory_id))
+        kept: list[MemoryRecord] = []
+        start, step = 0, max(2 * n, RECORD_STEP)
+        while start < len(order):
+            chunk = order[start:start + step]
+            records = store.fetch_records(conn, chunk)
+            for record in (records[i] for i in chunk if i in records):
+                if passes(record):
+                    half_life = (cfg.episodic_half_life_days if record.kind == 'episodic'
+                                 else cfg.semantic_half_life_days)
+                    age = now - (record.last_accessed or record.created_at)
+                    record.rrf_score = (scores[record.id] * half_life_weight(age, half_life)
+                                        * source_weight(record.context, cfg.real_weight))
+                    kept.append(record)
+            start, step = start + step, 2 * step
+            if (n and start < len(order) and len(kept) >= n and scores[order[start]] * ceiling
+                    < heapq.nlargest(n, (r.rrf_score for r in kept))[-1]):
+                break
+        return kept
 
     def _list(self, collection: str, n: int, min_conf: float, session_id: str,
               cfilter: ContextFilter, options: FilterOptions, spatial: SpatialSort | None,
