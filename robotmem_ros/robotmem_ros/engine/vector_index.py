@@ -372,12 +372,14 @@ class VectorIndex:
         """
         Add the exact cosines of those candidates ``rows`` that can reach the top ``k``.
 
-        Without the 8-bit ``copy`` (codes, scales) every candidate is rescored. With it, the
+        Without the 8-bit ``copy`` (codes, scales), or with SQL conditions ``where``, every
+        candidate is rescored in one read: a selective filter fails most candidates, so reading
+        best first cost more statements and saved no rows (measured). With the copy, the
         estimate of each cosine is off by at most half its scale times the query's L1 norm, so
         candidates are read in order of that upper bound, and reading stops once the next bound
         is below the k-th cosine found: no unread candidate can enter the top ``k``.
         """
-        if copy is None or rows.size == 0 or int(rows.max()) >= len(copy[1]):
+        if copy is None or where[0] or rows.size == 0 or int(rows.max()) >= len(copy[1]):
             found.update(self._rescore(conn, vector, ids[rows], seqs[rows], where))
             return
         query = np.asarray(vector, dtype=np.float32)
@@ -389,7 +391,7 @@ class VectorIndex:
         while start < order.size:
             part = rows[order[start:start + step]]
             found.update(self._rescore(conn, vector, ids[part], seqs[part], where))
-            start, step = start + step, 2 * step  # doubling: few statements for a rare filter
+            start, step = start + step, 2 * step  # doubling: few reads when many are stale
             if (start < order.size and len(found) >= k
                     and upper[order[start]] < heapq.nlargest(k, found.values())[-1]):
                 return
