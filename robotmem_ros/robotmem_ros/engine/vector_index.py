@@ -127,6 +127,8 @@ class VectorIndex:
             self._ann = None
             self._generation += 1
             self._int8_on = None
+            self._q8 = np.zeros((0, 0), dtype=np.int8)
+            self._q8_scale = np.zeros(0, dtype=np.float32)
 
     def close(self) -> None:
         """
