@@ -45,18 +45,25 @@ def test_small_sets_are_searched_exactly_and_large_ones_nearly(tmp_path):
     engine.close()
 
 
+def _count_rescores(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record how many float rows each of the index's reads from SQLite asks for."""
+    from robotmem_ros.engine import vector_index
+    counts: list[int] = []
+    real_rescore = vector_index.VectorIndex._rescore
+
+    def counting(self, conn, vector, ids, seqs, where):
+        counts.append(len(ids))
+        return real_rescore(self, conn, vector, ids, seqs, where)
+
+    monkeypatch.setattr(vector_index.VectorIndex, '_rescore', counting)
+    return counts
+
+
 def test_rescoring_pool_grows_with_the_searched_set(tmp_path, monkeypatch):
     """The floats re-read per search are a share of the set, not a constant (recall at 1M)."""
     from robotmem_ros.engine import vector_index
     monkeypatch.setattr(vector_index, 'RESCORE_MIN', 16)
-    rescored: list[int] = []
-    real_rescore = vector_index.VectorIndex._rescore
-
-    def counting(self, conn, vector, ids, seqs, where):
-        rescored.append(len(ids))
-        return real_rescore(self, conn, vector, ids, seqs, where)
-
-    monkeypatch.setattr(vector_index.VectorIndex, '_rescore', counting)
+    rescored = _count_rescores(monkeypatch)
     rng = np.random.default_rng(11)
     engine = make_engine(tmp_path, int8_max_vectors=0)  # without it every candidate is read
     bulk_vectors(engine, _unit(rng, 1000), 'thousand')
@@ -89,14 +96,7 @@ def test_best_first_rescoring_returns_what_rescoring_every_candidate_does(
     from robotmem_ros.engine import vector_index
     monkeypatch.setattr(vector_index, '_quantized',
                         functools.partial(vector_index._quantized, levels=levels))
-    reads: list[int] = []
-    real_rescore = vector_index.VectorIndex._rescore
-
-    def counting(self, conn, vector, ids, seqs, where):
-        reads.append(len(ids))
-        return real_rescore(self, conn, vector, ids, seqs, where)
-
-    monkeypatch.setattr(vector_index.VectorIndex, '_rescore', counting)
+    reads = _count_rescores(monkeypatch)
     rng = np.random.default_rng(5)
     vectors = _topics(rng, 50, 40)
     with_copy = make_engine(tmp_path, name='copy.db')
