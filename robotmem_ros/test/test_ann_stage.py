@@ -140,7 +140,9 @@ def test_a_failed_build_leaves_the_scan_answering(tmp_path, monkeypatch, caplog)
     index = engine.db.vectors
     index.refresh()
     deadline = time.monotonic() + BUILD_WAIT_S
-    while not index.stats()['ann_error'] and time.monotonic() < deadline:
+    # Until the builder thread has ended, not only set the error (it closes its connection).
+    while ((not index.stats()['ann_error'] or index.stats()['ann_building'])
+           and time.monotonic() < deadline):
         time.sleep(0.05)
     assert 'no room for the index' in index.stats()['ann_error']
     assert 'sign-bit scan keeps answering' in caplog.text

@@ -208,12 +208,16 @@ class VectorIndex:
         self._q8[part], self._q8_scale[part] = _quantized(blobs, self._dim)
 
     def _codes_of(self, kind: str, values: list[str]) -> np.ndarray:
-        """Small integer codes of names (one dict lookup per distinct name, not per row)."""
+        """
+        Small integer codes of names, a dict lookup per row.
+
+        np.unique over the names sorted the strings: 24-29 ms per 50 000 rows against 4 ms,
+        about 1 s of a cold start at 1M.
+        """
         names = self._names[kind]
-        distinct, inverse = np.unique(np.array(values, dtype=object), return_inverse=True)
-        codes = np.array([names.setdefault(name, len(names) + 1) for name in distinct],
-                         dtype=np.int32)
-        return codes[inverse]
+        return np.fromiter((names[name] if name in names
+                            else names.setdefault(name, len(names) + 1) for name in values),
+                           dtype=np.int32, count=len(values))
 
     def _reserve(self, needed: int) -> None:
         capacity = len(self._ids)
@@ -272,9 +276,10 @@ class VectorIndex:
         except Exception as exc:  # noqa: BLE001 - the scan keeps answering; say why once
             if self._stopping:
                 return  # the store closed under the build: nothing to report
-            self._ann_error = f'{type(exc).__name__}: {exc}'
+            error = f'{type(exc).__name__}: {exc}'
             LOG.warning('vector index: the approximate stage could not be built (%s); the '
-                        'sign-bit scan keeps answering', self._ann_error)
+                        'sign-bit scan keeps answering', error)
+            self._ann_error = error  # after the log: whoever sees the error finds the record
         finally:
             if conn is not None:
                 conn.close()
