@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from engine_helpers import bulk_vectors, make_engine
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
@@ -183,6 +185,95 @@ def test_context_equalities_are_tested_before_ranking(tmp_path):
     engine.close()
 
 
+def _with_context(engine, vectors: np.ndarray, context: dict) -> list[int]:
+    """Memories of the given context (written as stored JSON), with their vectors."""
+    ids = engine.save_perceptions([PerceptionInput(description=f'reading {i}')
+                                   for i in range(len(vectors))])
+    with engine.db.write() as conn:
+        for memory_id, vector in zip(ids, vectors):
+            conn.execute('UPDATE memories SET context_json = ? WHERE id = ?',
+                         (json.dumps(context), memory_id))
+            store.put_vector(conn, memory_id, vector)
+    return ids
+
+
+def test_filter_ids_answer_context_equalities_before_ranking(tmp_path, monkeypatch):
+    """Paths with filter ids are tested on the index: only matching rows are read."""
+    rng = np.random.default_rng(4)
+    engine = make_engine(tmp_path)
+    _with_context(engine, _unit(rng, 3000), {'robot': 'b', 'task': {'success': True}})
+    vectors = _unit(rng, 14)
+    mine = _with_context(engine, vectors[:12], {'robot': 'a', 'task': {'success': True}})
+    one = _with_context(engine, vectors[12:13], {'robot': 'a', 'task': {'success': 1}})
+    _with_context(engine, vectors[13:], {'robot': {'id': 'a'}, 'task': {'success': True}})
+    counts = _count_rescores(monkeypatch)
+    conn, query = engine.db.reader(), _unit(rng, 1)[0]
+    hits = store.vec_search(conn, query, 'default', 10, context=[('$.robot', 'a')])
+    assert [i for i, _ in hits] == _exact(vectors[:13], mine + one, query, 10)
+    assert sum(counts) <= 13  # no row of robot b (or robot {"id": "a"}) was read
+    counts.clear()
+    assert store.vec_search(conn, query, 'default', 10, context=[('$.robot', 'c')]) == []
+    assert store.vec_search(conn, query, 'default', 10,
+                            context=[('$.robot', 'a'), ('$.task.success', 2)]) == []
+    assert counts == []  # values no vector row holds: answered without a read
+    hits = store.vec_search(conn, query, 'default', 20,  # 1 equals true in SQL, as before
+                            context=[('$.robot', 'a'), ('$.task.success', True)])
+    assert sorted(i for i, _ in hits) == mine + one
+    recalled = engine.recall('reading', n=20, context_filter={'robot': 'a', 'task.success': True})
+    assert sorted(m.id for m in recalled.memories) == mine  # but not in JSON
+    engine.close()
+
+
+def test_filter_ids_follow_a_changed_context(tmp_path):
+    engine = make_engine(tmp_path, embed=True)
+    memory_id = engine.learn('the torque wrench lives in the second drawer',
+                             context={'robot': 'a'}).memory_id
+    engine.update(memory_id, 'the torque wrench lives in the third drawer', {'robot': 'b'})
+    query = engine.embedding.embed_query('torque wrench')
+    conn = engine.db.reader()
+    assert store.vec_search(conn, query, 'default', 5, context=[('$.robot', 'a')]) == []
+    assert store.vec_search(conn, query, 'default', 5,
+                            context=[('$.robot', 'b')])[0][0] == memory_id
+    engine.close()
+
+
+def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
+    """The migration fills every vector row; a context that is not JSON gets no ids."""
+    rng = np.random.default_rng(5)
+    engine = make_engine(tmp_path)
+    vectors = _unit(rng, 6)
+    real = _with_context(engine, vectors[:3], {'env': {'sim_or_real': 'real'},
+                                               'task': {'name': 'pick', 'success': False}})
+    sim = _with_context(engine, vectors[3:5], {'env': {'sim_or_real': 'sim'}})
+    broken = _with_context(engine, vectors[5:], {})
+    engine.close()
+    conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
+    conn.execute('PRAGMA user_version=4')
+    conn.execute('DROP TABLE context_values')
+    conn.execute('DROP INDEX idx_vectors_unfiltered')
+    conn.execute('ALTER TABLE memory_vectors DROP COLUMN filters')
+    conn.execute("UPDATE memories SET context_json = '{not json' WHERE id = ?", broken)
+    conn.close()
+    engine = make_engine(tmp_path)
+    reader, query = engine.db.reader(), _unit(rng, 1)[0]
+    found = store.vec_search(reader, query, 'default', 10,
+                             context=[('$.env.sim_or_real', 'real'), ('$.task.name', 'pick'),
+                                      ('$.task.success', False)])
+    assert sorted(i for i, _ in found) == real
+    found = store.vec_search(reader, query, 'default', 10,
+                             context=[('$.env.sim_or_real', 'sim')])
+    assert sorted(i for i, _ in found) == sim
+    blobs = dict(reader.execute('SELECT memory_id, filters FROM memory_vectors'))
+    ids = {key: np.frombuffer(blob, dtype='<i4').tolist() for key, blob in blobs.items()}
+    assert ids[broken[0]] == [0] * len(schema.CONTEXT_PATHS)
+    assert ids[real[0]] == ids[real[2]] and ids[real[0]][:2] == [0, 0]
+    assert len(set(ids[real[0]][2:])) == 3 and ids[real[0]][4] != ids[sim[0]][4]
+    with engine.db.write() as conn:  # a new vector of the broken one is stored without ids too
+        store.put_vector(conn, broken[0], vectors[5])
+    assert len(store.vec_search(engine.db.reader(), query, 'default', 10)) == 6
+    engine.close()
+
+
 def test_stale_entries_are_never_returned(tmp_path):
     engine = make_engine(tmp_path, embed=True)
     first = engine.learn('the red cup is on the left shelf').memory_id
@@ -242,7 +333,8 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
-    for statement in ('DROP INDEX idx_memories_decay',  # schema 4 (decay index) undone
+    for statement in ('DROP TABLE context_values',  # schema 5 (filter ids) undone
+                      'DROP INDEX idx_memories_decay',  # schema 4 (decay index) undone
                       'DROP TRIGGER fleet_queue_insert', 'DROP TRIGGER fleet_queue_update',
                       'DROP TABLE fleet_outbox', 'DROP INDEX uq_memories_gid',
                       'ALTER TABLE memories DROP COLUMN gid',

@@ -25,7 +25,7 @@ from robotmem_ros.engine.embedding_state import EmbeddingState
 from robotmem_ros.engine.learn import Learner
 from robotmem_ros.engine.recall import Recaller
 from robotmem_ros.engine.retention import prune_perceptions
-from robotmem_ros.engine.schema import migrate
+from robotmem_ros.engine.schema import migrate, SCHEMA_VERSION
 from robotmem_ros.engine.spatial import parse_spatial_sort
 from robotmem_ros.engine.validation import (check_channels, check_finite, check_id,
                                             check_min_confidence, check_recall_n, check_searchable,
@@ -62,8 +62,12 @@ class MemoryEngine:
         self.embedding = EmbeddingState(embedder, config.min_readability, embed_error)
         try:
             with self.db.write(wait_s=config.store_lock_timeout, on_wait=on_lock_wait) as conn:
-                migrate(conn)
+                began, old = time.monotonic(), migrate(conn)
                 store.adopt_legacy_vectors(conn, vec_loaded=self.db.has_vec)
+                filled = store.fill_filters(conn)
+                if old < SCHEMA_VERSION:
+                    LOG.info('store %s: schema %d -> %d in %.1f s (%d vectors given filter ids)',
+                             self.db.path, old, SCHEMA_VERSION, time.monotonic() - began, filled)
                 self.embedding.bind(conn)
         except RobotMemError:
             self.db.close()

@@ -16,8 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine.schema import DECAY_REF
+from robotmem_ros.engine import schema, text as textmod, vector_store
 from robotmem_ros.engine.vector_index import code_of, to_blob
 from robotmem_ros.types import MemoryRecord
 
@@ -224,25 +223,76 @@ def add_tags(conn: Any, memory_id: int, tags: Iterable[str]) -> None:
 
 # --- vectors ---------------------------------------------------------------------------------
 
+FILL_CHUNK = 10_000
+_SQL_INT_MIN, _SQL_INT_MAX = -2**63, 2**63 - 1
+
+
 def put_vector(conn: Any, memory_id: int, vector: np.ndarray | None) -> None:
     """Store a memory's vector (or mark it as not embeddable when ``vector`` is None)."""
     if vector is None:
         conn.execute('UPDATE memories SET embedded = -1 WHERE id = ?', (memory_id,))
         return
-    row = conn.execute('SELECT status, collection, session_id, type FROM memories WHERE id = ?',
-                       (memory_id,)).fetchone()
-    if row is None or row['status'] != 'active':
+    row = conn.execute(f'SELECT m.status, {schema.CONTEXT_VALUES_SQL} FROM memories m '
+                       f'WHERE m.id = ?', (memory_id,)).fetchone()
+    if row is None or row[0] != 'active':
         return
     # Delete + insert (not upsert): a replaced vector gets a new seq, so every process's index
-    # sees the change.
+    # sees the change. The filter ids are copied from the context as it is now.
     conn.execute('DELETE FROM memory_vectors WHERE memory_id = ?', (memory_id,))
-    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code) '
-                 'VALUES (?, ?, ?, ?, ?)',
-                 (memory_id, row['collection'], row['session_id'] or '', row['type'] == 'fact',
-                  code_of(vector)))
+    conn.execute('INSERT INTO memory_vectors(memory_id, collection, session_id, is_fact, code, '
+                 "filters) SELECT id, collection, COALESCE(session_id, ''), type = 'fact', ?, ? "
+                 'FROM memories WHERE id = ?',
+                 (code_of(vector), _filter_ids(conn, row[1], {}), memory_id))
     conn.execute('INSERT OR REPLACE INTO memory_embeddings(memory_id, embedding) VALUES (?, ?)',
                  (memory_id, to_blob(vector)))
     conn.execute('UPDATE memories SET embedded = 1 WHERE id = ?', (memory_id,))
+
+
+def fill_filters(conn: Any) -> int:
+    """
+    Write the filter ids of vector rows that have none (a store from before schema 5).
+
+    In seq order, FILL_CHUNK rows a statement; a row's seq is kept, so an index already
+    loaded would not see the change: this runs at open, before any search. Returns the rows.
+    """
+    known: dict[tuple[str, Any], int] = {}  # pairs seen, in this transaction only
+    filled, after = 0, 0
+    while True:
+        rows = conn.execute(f'SELECT v.seq, {schema.CONTEXT_VALUES_SQL} FROM memory_vectors v '
+                            f'CROSS JOIN memories m ON m.id = v.memory_id WHERE v.seq > ? '
+                            f'AND v.filters IS NULL ORDER BY v.seq LIMIT ?',
+                            (after, FILL_CHUNK)).fetchall()
+        if not rows:
+            return filled
+        conn.executemany('UPDATE memory_vectors SET filters = ? WHERE seq = ?',
+                         [(_filter_ids(conn, row[1], known), row[0]) for row in rows])
+        filled, after = filled + len(rows), rows[-1][0]
+
+
+def _filter_ids(conn: Any, values: str | None, known: dict[tuple[str, Any], int]) -> bytes:
+    """
+    Pack the ``context_values`` ids of a context's filter values, giving new values an id.
+
+    ``values`` is schema.CONTEXT_VALUES_SQL's JSON array; a value compares as SQLite's:
+    true is 1, and an integer beyond 64 bits is a real, as ``json_extract`` returns them.
+    Objects, lists, null and a missing path get 0. ``known`` caches ids within a transaction.
+    """
+    pairs = []
+    for position, (path, value) in enumerate(zip(schema.CONTEXT_PATHS,
+                                                 json.loads(values) if values else ())):
+        if isinstance(value, bool) or (isinstance(value, int)
+                                       and _SQL_INT_MIN <= value <= _SQL_INT_MAX):
+            pairs.append((position, (path, int(value))))
+        elif isinstance(value, (int, float, str)):  # an int here is beyond 64 bits
+            pairs.append((position, (path, float(value) if isinstance(value, int) else value)))
+    wanted = [pair for _, pair in pairs if pair not in known]
+    for pair, found in zip(wanted, vector_store.context_ids(conn, wanted)):
+        known[pair] = found if found is not None else conn.execute(
+            'INSERT INTO context_values(path, value) VALUES (?, ?)', pair).lastrowid
+    packed = np.zeros(len(schema.CONTEXT_PATHS), dtype='<i4')
+    for position, pair in pairs:
+        packed[position] = known[pair]
+    return packed.tobytes()
 
 
 def mark_unembedded(conn: Any, memory_id: int) -> None:
@@ -282,16 +332,27 @@ def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
 
     Filters: one session or all but one (``exclude_session``), one type.
 
-    ``context`` holds (json path, value) equalities every result must meet (tested on the
-    candidates in SQL, so a selective filter still gets k results when k exist). Runs on the
-    index of the store the connection belongs to (database.StoreConnection); a connection
-    opened without one (a bare tool connection) has no vector search.
+    ``context`` holds (json path, value) equalities every result must meet, tested before
+    ranking so that a selective filter still gets k results when k exist: on the index's
+    filter ids for the paths it holds (schema.CONTEXT_PATHS), in SQL on the candidates
+    for the others. Runs on the index of the store the connection belongs to
+    (database.StoreConnection); a connection opened without one (a bare tool connection) has
+    no vector search.
     """
     index = getattr(conn, 'vector_index', None)
     if index is None:
         return []
+    paths = schema.CONTEXT_PATHS
+    held = [(path[2:], value) for path, value in context if path[2:] in paths]
+    value_ids = vector_store.context_ids(conn, held)
+    if None in value_ids:  # a value no vector row holds: nothing can match
+        return []
     return index.search(conn, vector, collection, k, session_id=session_id, type_=type_,
-                        exclude_session=exclude_session, where=context_sql(context))
+                        exclude_session=exclude_session,
+                        context=[(paths.index(path), value_id)
+                                 for (path, _), value_id in zip(held, value_ids)],
+                        where=context_sql([(path, value) for path, value in context
+                                           if path[2:] not in paths]))
 
 
 def context_sql(context: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
@@ -456,8 +517,8 @@ def decay_candidates(conn: Any, collection: str, protected: Iterable[str],
     """
     spared, categories = _not_in('category', protected)
     return conn.execute(
-        f'SELECT id, confidence, {DECAY_REF} FROM memories INDEXED BY idx_memories_decay '
-        f"WHERE collection = ? AND status = 'active' AND {DECAY_REF} <= ? AND {spared}",
+        f'SELECT id, confidence, {schema.DECAY_REF} FROM memories INDEXED BY idx_memories_decay '
+        f"WHERE collection = ? AND status = 'active' AND {schema.DECAY_REF} <= ? AND {spared}",
         [collection, idle_since, *categories]).fetchall()
 
 

@@ -6,8 +6,9 @@ table scans every float vector per query (44-66 ms at 100k) and costs one 1.67 M
 collection partition; an HNSW graph (usearch i8) took 190 s to build for 100k vectors on this
 machine and cannot filter by session in its Python API. A sign bit per dimension (48 bytes for
 384 dimensions) held in numpy and scanned with popcount is 30x smaller than the floats, needs
-no build, filters by collection / session / type with boolean masks *before* ranking, and the
-float vectors of the best candidates are re-read from SQLite to rank them exactly.
+no build, filters by collection / session / type and the common context paths (filter ids,
+engine/schema.py) with boolean masks *before* ranking, and the float vectors of the best
+candidates are re-read from SQLite to rank them exactly.
 
 The SQLite file is the only source of truth. The index is rebuilt from it at start and catches
 up on every search with the rows committed since (``seq`` grows with every vector written, by
@@ -37,11 +38,12 @@ import functools
 import heapq
 import logging
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from robotmem_ros.engine import ann_stage, vector_store
+from robotmem_ros.engine.schema import CONTEXT_PATHS
 
 LOG = logging.getLogger('robotmem.engine')
 
@@ -109,6 +111,7 @@ class VectorIndex:
         self._sess = np.zeros(0, dtype=np.int32)
         self._fact = np.zeros(0, dtype=bool)
         self._alive = np.zeros(0, dtype=bool)
+        self._ctx = np.zeros((0, len(CONTEXT_PATHS)), dtype=np.int32)  # filter ids per row
         self._names: dict[str, dict[str, int]] = {'collection': {}, 'session': {'': 0}}
         self._last_seq = 0
         self._int8_max = int8_max_vectors
@@ -181,6 +184,7 @@ class VectorIndex:
         self._coll[part] = self._codes_of('collection', [r[3] for r in rows])
         self._sess[part] = self._codes_of('session', [r[4] for r in rows])
         self._fact[part] = [bool(r[5]) for r in rows]
+        self._ctx[part] = _filter_ids([r[7] for r in rows])
         self._alive[part] = True
         if self._int8_on:
             self._copy_int8([r[6] for r in rows], part)
@@ -228,9 +232,9 @@ class VectorIndex:
         if self._codes.shape[1] == self._words:
             codes[:self._size] = self._codes[:self._size]
         self._codes = codes
-        for attr in ('_ids', '_seqs', '_coll', '_sess', '_fact', '_alive'):
+        for attr in ('_ids', '_seqs', '_coll', '_sess', '_fact', '_alive', '_ctx'):
             old = getattr(self, attr)
-            grown = np.zeros(new, dtype=old.dtype)
+            grown = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
             grown[:self._size] = old[:self._size]
             setattr(self, attr, grown)
 
@@ -317,18 +321,20 @@ class VectorIndex:
 
     def search(self, conn: Any, vector: np.ndarray, collection: str, k: int, *,
                session_id: str = '', type_: str = '', exclude_session: str = '',
+               context: Sequence[tuple[int, int]] = (),
                where: tuple[str, list[Any]] = ('', [])) -> list[tuple[int, float]]:
         """
         Nearest active memories by cosine, filtered before ranking; returns (id, cosine).
 
         ``conn`` is the connection whose view decides what exists (the writer inside a learn,
-        a reader for recall); the index itself only proposes candidates. ``where`` adds SQL
-        conditions on ``memories m`` that candidates must meet; the pool grows until ``k``
-        meet them or none are left.
+        a reader for recall); the index itself only proposes candidates. ``context`` holds
+        (position in schema.CONTEXT_PATHS, value id) pairs tested on the index's
+        arrays; ``where`` adds SQL conditions on ``memories m`` that candidates must meet; the
+        pool grows until ``k`` meet them or none are left.
         """
         self.refresh()
         with self._lock:
-            mask = self._select(collection, session_id, type_, exclude_session)
+            mask = self._select(collection, session_id, type_, exclude_session, context)
             selected = np.flatnonzero(mask)
             if selected.size == 0:
                 return []
@@ -338,8 +344,9 @@ class VectorIndex:
                 self._best_first, conn, vector, self._ids, self._seqs,
                 (self._q8, self._q8_scale) if self._int8_on else None, k, where)
         ann = self._ann
-        # Not with SQL conditions (context equalities): the stage cannot test them, and the
-        # nearest few of the whole set rarely meet a selective one (measured: +50 ms at 1M).
+        # Not with SQL conditions (context equalities on paths without a filter column): the
+        # stage cannot test them, and the nearest few of the whole set rarely meet a selective
+        # one (measured: +50 ms at 1M). Filter columns are in the mask it tests in its scan.
         if ann is not None and selected.size > RESCORE_MIN and not where[0]:
             with self._ann_lock:
                 rows = ann.search(vector, mask, max(ANN_CANDIDATES, 2 * k))
@@ -356,8 +363,8 @@ class VectorIndex:
                 break
         return _best(found, k)
 
-    def _select(self, collection: str, session_id: str, type_: str,
-                exclude_session: str) -> np.ndarray:
+    def _select(self, collection: str, session_id: str, type_: str, exclude_session: str,
+                context: Sequence[tuple[int, int]]) -> np.ndarray:
         """Boolean mask over positions: alive, in the collection, and the other filters given."""
         code = self._names['collection'].get(collection)
         size = self._size
@@ -370,6 +377,8 @@ class VectorIndex:
             mask &= self._fact[:size] == (type_ != 'perception')
         if exclude_session and exclude_session in self._names['session']:
             mask &= self._sess[:size] != self._names['session'][exclude_session]
+        for column, value_id in context:
+            mask &= self._ctx[:size, column] == value_id
         return mask
 
     def _best_first(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
@@ -429,7 +438,8 @@ class VectorIndex:
         with self._lock:
             live = int(self._alive[:self._size].sum())
             nbytes = sum(getattr(self, a).nbytes for a in
-                         ('_codes', '_ids', '_seqs', '_coll', '_sess', '_fact', '_alive'))
+                         ('_codes', '_ids', '_seqs', '_coll', '_sess', '_fact', '_alive',
+                          '_ctx'))
             int8_bytes = self._q8.nbytes + self._q8_scale.nbytes
         ann = self._ann
         building = self._ann_builder is not None and self._ann_builder.is_alive()
@@ -464,6 +474,14 @@ def _quantized(blobs: list[bytes | None], dim: int,
         codes[good] = np.rint(floats / step[:, None])
         scale[good] = step
     return codes, scale
+
+
+def _filter_ids(blobs: list[bytes | None]) -> np.ndarray:
+    """Filter ids of rows (schema.CONTEXT_PATHS); a row without them matches no filter."""
+    width = 4 * len(CONTEXT_PATHS)
+    empty = bytes(width)
+    packed = b''.join(blob if blob and len(blob) == width else empty for blob in blobs)
+    return np.frombuffer(packed, dtype='<i4').reshape(len(blobs), len(CONTEXT_PATHS))
 
 
 def _hamming(codes: np.ndarray, query: np.ndarray, rows: int) -> np.ndarray:

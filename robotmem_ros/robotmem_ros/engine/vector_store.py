@@ -13,20 +13,31 @@ from typing import Any, Sequence
 
 def codes_since(conn: Any, seq: int, limit: int, floats: bool = False) -> list[Any]:
     """
-    Return (seq, memory_id, code, collection, session_id, is_fact[, embedding]) after ``seq``.
+    Return (seq, memory_id, code, collection, session_id, is_fact, embedding, filters).
 
-    Every vector write takes a new seq, so reading past the last one seen picks up what any
-    process stored since. ``floats`` adds the float vector (NULL if missing), which the index
-    quantizes to its 8-bit copy.
+    Rows after ``seq``: every vector write takes a new seq, so reading past the last one seen
+    picks up what any process stored since. ``embedding`` is the float vector (NULL if missing)
+    when ``floats`` asks for it, which the index quantizes to its 8-bit copy, else NULL;
+    ``filters`` packs the filter ids (engine/schema.py, CONTEXT_PATHS).
     """
-    if not floats:
-        return conn.execute('SELECT seq, memory_id, code, collection, session_id, is_fact '
-                            'FROM memory_vectors WHERE seq > ? ORDER BY seq LIMIT ?',
-                            (seq, limit)).fetchall()
-    return conn.execute('SELECT v.seq, v.memory_id, v.code, v.collection, v.session_id, '
-                        'v.is_fact, e.embedding FROM memory_vectors v '
-                        'LEFT JOIN memory_embeddings e ON e.memory_id = v.memory_id '
-                        'WHERE v.seq > ? ORDER BY v.seq LIMIT ?', (seq, limit)).fetchall()
+    embedding, join = 'NULL', ''
+    if floats:
+        embedding = 'e.embedding'
+        join = 'LEFT JOIN memory_embeddings e ON e.memory_id = v.memory_id'
+    return conn.execute(f'SELECT v.seq, v.memory_id, v.code, v.collection, v.session_id, '
+                        f'v.is_fact, {embedding}, v.filters FROM memory_vectors v {join} '
+                        f'WHERE v.seq > ? ORDER BY v.seq LIMIT ?', (seq, limit)).fetchall()
+
+
+def context_ids(conn: Any, pairs: Sequence[tuple[str, Any]]) -> list[int | None]:
+    """Ids of (context path, value) pairs in ``context_values``; None for a pair never stored."""
+    if not pairs:
+        return []
+    rows = ', '.join('(?, ?, ?)' for _ in pairs)
+    return [row[0] for row in conn.execute(
+        f'SELECT c.id FROM (VALUES {rows}) w LEFT JOIN context_values c '
+        f'ON c.path = w.column2 AND c.value = w.column3 ORDER BY w.column1',
+        [item for number, pair in enumerate(pairs) for item in (number, *pair)])]
 
 
 def seq_span(conn: Any) -> int:
