@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
 from engine_helpers import bulk_vectors, make_engine
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 import pytest
-from robotmem_ros.engine import schema, store
+from robotmem_ros.engine import schema, store, text as textmod
 from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import PerceptionInput
 import sqlite_vec
@@ -185,15 +186,17 @@ def test_context_equalities_are_tested_before_ranking(tmp_path):
     engine.close()
 
 
-def _with_context(engine, vectors: np.ndarray, context: dict) -> list[int]:
-    """Memories of the given context (written as stored JSON), with their vectors."""
-    ids = engine.save_perceptions([PerceptionInput(description=f'reading {i}')
-                                   for i in range(len(vectors))])
+def _with_context(engine, vectors: np.ndarray | None, context: dict, texts: list[str] = (),
+                  embedded: int = 1) -> list[int]:
+    """Memories of the given context (written as stored JSON), with their vectors if given."""
+    texts = texts or [f'reading {i}' for i in range(len(vectors))]
+    ids = engine.save_perceptions([PerceptionInput(description=text) for text in texts])
     with engine.db.write() as conn:
-        for memory_id, vector in zip(ids, vectors):
-            conn.execute('UPDATE memories SET context_json = ? WHERE id = ?',
-                         (json.dumps(context), memory_id))
-            store.put_vector(conn, memory_id, vector)
+        for number, memory_id in enumerate(ids):
+            conn.execute('UPDATE memories SET context_json = ?, embedded = ? WHERE id = ?',
+                         (json.dumps(context), embedded, memory_id))
+            if vectors is not None:
+                store.put_vector(conn, memory_id, vectors[number])
     return ids
 
 
@@ -224,6 +227,38 @@ def test_filter_ids_answer_context_equalities_before_ranking(tmp_path, monkeypat
     engine.close()
 
 
+def test_filtered_bm25_ranks_the_index_matches_and_the_unembedded(tmp_path, monkeypatch):
+    """Restricted to filter_candidates, BM25 returns what testing every match returns."""
+    rng = np.random.default_rng(6)
+    engine = make_engine(tmp_path)
+    texts = [f'reading {"filler " * i}{i}' for i in range(260)]  # distinct BM25 scores
+    # The best matches of robot a are in the yard: a search for the lab ranks past them.
+    yard = _with_context(engine, _unit(rng, 150), {'robot': 'a', 'site': 'yard'}, texts[:150])
+    _with_context(engine, _unit(rng, 50), {'robot': 'b', 'site': 'lab'}, texts[150:200])
+    held = _with_context(engine, _unit(rng, 40), {'robot': 'a', 'site': 'lab'}, texts[200:240])
+    pending = _with_context(engine, None, {'robot': 'a', 'site': 'lab'}, texts[240:250],
+                            embedded=0)
+    left = _with_context(engine, None, {'robot': 'a', 'site': 'lab'}, texts[250:], embedded=-2)
+    conn, now, query = engine.db.reader(), time.time(), textmod.fts_query('reading')
+    pairs = [('$.robot', 'a')]
+    within = store.filter_candidates(conn, 'default', pairs)
+    assert sorted(within) == sorted(yard + held + pending + left)
+    for limit in (5, 30, 80):
+        for extra in ([], [('$.site', 'lab')]):  # a path without filter ids: SQL tests it
+            expected = store.fts_search(conn, query, 'default', limit, now=now,
+                                        context=pairs + extra)
+            assert store.fts_search(conn, query, 'default', limit, now=now,
+                                    context=pairs + extra, within=within) == expected
+    assert len(expected) == 60
+    recalled = engine.recall('reading', n=80, context_filter={'robot': 'a', 'site': 'lab'})
+    assert sorted(m.id for m in recalled.memories) == sorted(held + pending + left)
+    assert store.filter_candidates(conn, 'default', [('$.robot', 'c')]) == pending + left
+    assert store.filter_candidates(conn, 'default', [('$.data.robot', 'a')]) is None
+    monkeypatch.setattr(store, 'UNINDEXED_MAX', 19)  # a BM25-only store: every match tested
+    assert store.filter_candidates(conn, 'default', pairs) is None
+    engine.close()
+
+
 def test_filter_ids_follow_a_changed_context(tmp_path):
     engine = make_engine(tmp_path, embed=True)
     memory_id = engine.learn('the torque wrench lives in the second drawer',
@@ -250,6 +285,7 @@ def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
     conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
     conn.execute('PRAGMA user_version=4')
     conn.execute('DROP TABLE context_values')
+    conn.execute('DROP INDEX idx_memories_unembedded')
     conn.execute('DROP INDEX idx_vectors_unfiltered')
     conn.execute('ALTER TABLE memory_vectors DROP COLUMN filters')
     conn.execute("UPDATE memories SET context_json = '{not json' WHERE id = ?", broken)
@@ -334,6 +370,7 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
     for statement in ('DROP TABLE context_values',  # schema 5 (filter ids) undone
+                      'DROP INDEX idx_memories_unembedded',
                       'DROP INDEX idx_memories_decay',  # schema 4 (decay index) undone
                       'DROP TRIGGER fleet_queue_insert', 'DROP TRIGGER fleet_queue_update',
                       'DROP TABLE fleet_outbox', 'DROP INDEX uq_memories_gid',

@@ -201,6 +201,10 @@ _V5 = [
     'ALTER TABLE memory_vectors ADD COLUMN filters BLOB',
     # Empty once filled (every writer sets filters): the check at each open is one seek.
     'CREATE INDEX idx_vectors_unfiltered ON memory_vectors(seq) WHERE filters IS NULL',
+    # The active memories the index does not hold (embedding pending or left BM25-only): a
+    # filtered BM25 search adds them to the index's matches (store.filter_candidates).
+    'CREATE INDEX idx_memories_unembedded ON memories(collection) '
+    "WHERE embedded != 1 AND status = 'active'",
 ]
 
 MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5]

@@ -224,6 +224,9 @@ def add_tags(conn: Any, memory_id: int, tags: Iterable[str]) -> None:
 # --- vectors ---------------------------------------------------------------------------------
 
 FILL_CHUNK = 10_000
+# A filtered BM25 search is restricted to the index's matches while at most this many active
+# memories have no vector; above it (a BM25-only store) it tests every match's context.
+UNINDEXED_MAX = 2_000
 _SQL_INT_MIN, _SQL_INT_MAX = -2**63, 2**63 - 1
 
 
@@ -342,17 +345,53 @@ def vec_search(conn: Any, vector: np.ndarray, collection: str, k: int, *,
     index = getattr(conn, 'vector_index', None)
     if index is None:
         return []
+    held, rest = _held(conn, context)
+    if held is None:  # a value no vector row holds: nothing can match
+        return []
+    return index.search(conn, vector, collection, k, session_id=session_id, type_=type_,
+                        exclude_session=exclude_session, context=held,
+                        where=context_sql(rest))
+
+
+def _held(conn: Any, context: Sequence[tuple[str, Any]]
+          ) -> tuple[list[tuple[int, int]] | None, list[tuple[str, Any]]]:
+    """
+    Split (json path, value) equalities into the index's and the rest.
+
+    The index's are (position in schema.CONTEXT_PATHS, value id) pairs, None when a value
+    has no id (no vector row holds it).
+    """
     paths = schema.CONTEXT_PATHS
     held = [(path[2:], value) for path, value in context if path[2:] in paths]
     value_ids = vector_store.context_ids(conn, held)
-    if None in value_ids:  # a value no vector row holds: nothing can match
-        return []
-    return index.search(conn, vector, collection, k, session_id=session_id, type_=type_,
-                        exclude_session=exclude_session,
-                        context=[(paths.index(path), value_id)
-                                 for (path, _), value_id in zip(held, value_ids)],
-                        where=context_sql([(path, value) for path, value in context
-                                           if path[2:] not in paths]))
+    rest = [(path, value) for path, value in context if path[2:] not in paths]
+    if None in value_ids:
+        return None, rest
+    return [(paths.index(path), value_id)
+            for (path, _), value_id in zip(held, value_ids)], rest
+
+
+def filter_candidates(conn: Any, collection: str,
+                      context: Sequence[tuple[str, Any]]) -> list[int] | None:
+    """
+    Ids that include every active memory meeting ``context``'s equalities on indexed paths.
+
+    The vector index's matches plus the active memories it does not hold (no vector yet),
+    read first: a memory embedded meanwhile is then in the index when it is asked. None when
+    no equality is on an indexed path, the store has no index, more than UNINDEXED_MAX
+    memories are unembedded (a BM25-only store) or the index cannot vouch for its set.
+    """
+    index = getattr(conn, 'vector_index', None)
+    if index is None or not any(path[2:] in schema.CONTEXT_PATHS for path, _ in context):
+        return None
+    unindexed = [row[0] for row in conn.execute(
+        'SELECT id FROM memories INDEXED BY idx_memories_unembedded WHERE collection = ? '
+        "AND embedded != 1 AND status = 'active' LIMIT ?", (collection, UNINDEXED_MAX + 1))]
+    if len(unindexed) > UNINDEXED_MAX:
+        return None
+    held, _ = _held(conn, context)
+    ids = index.ids_holding(collection, held) if held is not None else np.zeros(0, np.int64)
+    return None if ids is None else [*ids.tolist(), *unindexed]
 
 
 def context_sql(context: Sequence[tuple[str, Any]]) -> tuple[str, list[Any]]:
@@ -431,11 +470,14 @@ def timeline_page(conn: Any, collection: str, *, after: tuple[float, int], limit
 def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float,
                session_id: str = '', type_: str = '', include_inactive: bool = False,
                min_confidence: float = 0.0, exclude_session: str = '',
-               context: Sequence[tuple[str, Any]] = ()) -> list[tuple[int, float]]:
+               context: Sequence[tuple[str, Any]] = (),
+               within: Sequence[int] | None = None) -> list[tuple[int, float]]:
     """
     BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query.
 
     ``context``: (json path, value) equalities every result must meet (see vec_search).
+    ``within``: ids that include every memory meeting them (filter_candidates); FTS5 then
+    ranks only those matches, and rows are read for the best of them only.
     """
     where = ['memories_fts MATCH :q', 'm.collection = :c', 'm.confidence >= :minc']
     if not include_inactive:
@@ -451,16 +493,16 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
     params = {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
               's': session_id, 't': type_, 'xs': exclude_session, 'lim': int(limit)}
     _context_equalities(context, where, params)
+    if within is not None:  # every memory that can pass is in ``within``: rank those alone
+        params['ids'] = json.dumps(list(within))
+        rows = _ranked_first(conn, where, params, FTS_DEPTH_FACTOR * int(limit), True)
+        if len(rows) < int(limit):  # too few passed among the best: rank every one in the set
+            rows = _ranked_first(conn, where, params, -1, True)
+        return [(row[0], row[1]) for row in rows]
     if not (session_id or context):
         # Most matches pass the filters left: FTS5 ranks them alone (no join per match) and
         # the filters run on the best FTS_DEPTH_FACTOR × limit ids only, in the same order.
-        # CROSS JOIN: the ids are the outer loop (primary key lookups, not an index walk).
-        params['depth'] = FTS_DEPTH_FACTOR * int(limit)
-        rows = conn.execute(
-            f'SELECT f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts) AS score '
-            f'FROM memories_fts WHERE memories_fts MATCH :q ORDER BY score LIMIT :depth) f '
-            f'CROSS JOIN memories m ON m.id = f.rowid WHERE {" AND ".join(where[1:])} '
-            f'ORDER BY f.score LIMIT :lim', params).fetchall()
+        rows = _ranked_first(conn, where, params, FTS_DEPTH_FACTOR * int(limit), False)
         if len(rows) == int(limit):
             return [(row[0], row[1]) for row in rows]
     # A selective filter (session, context) or too few in the first pass: filter every match
@@ -472,6 +514,25 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
            f'ORDER BY score LIMIT :lim')
     rows = conn.execute(sql, params).fetchall()
     return [(row[0], row[1]) for row in rows]
+
+
+def _ranked_first(conn: Any, where: list[str], params: dict[str, Any], depth: int,
+                  within: bool) -> list[Any]:
+    """
+    Rank the matches in FTS5 alone, then run the filters on the best ``depth`` (-1: all).
+
+    Only the matches in ``:ids`` are ranked when ``within``. The filters keep the rank order.
+    CROSS JOIN: the ids are the outer loop (primary key lookups, not an index walk).
+    ``+rowid``: a plain ``rowid IN`` becomes one FTS5 lookup per id (533 ms against 4 ms for
+    1 857 ids at 100k).
+    """
+    params['depth'] = depth
+    match = where[0] + (' AND +rowid IN (SELECT value FROM json_each(:ids))' if within else '')
+    return conn.execute(
+        f'SELECT f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts) AS score '
+        f'FROM memories_fts WHERE {match} ORDER BY score LIMIT :depth) f '
+        f'CROSS JOIN memories m ON m.id = f.rowid WHERE {" AND ".join(where[1:])} '
+        f'ORDER BY f.score LIMIT :lim', params).fetchall()
 
 
 def fts_bodies(conn: Any, ids: Sequence[int]) -> dict[int, str]:

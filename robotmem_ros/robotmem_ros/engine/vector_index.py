@@ -114,6 +114,7 @@ class VectorIndex:
         self._ctx = np.zeros((0, len(CONTEXT_PATHS)), dtype=np.int32)  # filter ids per row
         self._names: dict[str, dict[str, int]] = {'collection': {}, 'session': {'': 0}}
         self._last_seq = 0
+        self._skipped = 0  # rows of another code width (another model) left out
         self._int8_max = int8_max_vectors
         self._int8_on: bool | None = None  # decided at the first load, from the store's size
         self._dim = 0
@@ -127,6 +128,7 @@ class VectorIndex:
         with self._lock:
             self._size = 0
             self._last_seq = 0
+            self._skipped = 0
             self._ann = None
             self._generation += 1
             self._int8_on = None
@@ -170,8 +172,9 @@ class VectorIndex:
         if self._size == 0:
             self._words = len(rows[0][2]) // WORD_BYTES
         # Codes of another width come from another model: reindex removes them.
-        rows = [r for r in rows if len(r[2]) == self._words * WORD_BYTES]
-        count = len(rows)
+        kept = [r for r in rows if len(r[2]) == self._words * WORD_BYTES]
+        self._skipped += len(rows) - len(kept)
+        rows, count = kept, len(kept)
         if not count:
             return
         codes = np.frombuffer(b''.join(r[2] for r in rows), dtype=np.uint64)
@@ -362,6 +365,20 @@ class VectorIndex:
             if len(found) >= k:
                 break
         return _best(found, k)
+
+    def ids_holding(self, collection: str,
+                    context: Sequence[tuple[int, int]]) -> np.ndarray | None:
+        """
+        Ids of the memories of ``collection`` whose filter ids match ``context`` (all held).
+
+        None while rows of another code width are left out (a model change before its
+        reindex): their memories would be missing, so the caller must not rely on the set.
+        """
+        self.refresh()
+        with self._lock:
+            if self._skipped:
+                return None
+            return self._ids[:self._size][self._select(collection, '', '', '', context)].copy()
 
     def _select(self, collection: str, session_id: str, type_: str, exclude_session: str,
                 context: Sequence[tuple[int, int]]) -> np.ndarray:
