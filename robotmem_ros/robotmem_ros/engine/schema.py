@@ -187,7 +187,7 @@ _V4 = [
 # per distinct value, as collections. Rows of an older store are filled by store.fill_filters.
 CONTEXT_PATHS = ('robot', 'robot.id', 'task.name', 'task.success', 'env.sim_or_real')
 # The values at CONTEXT_PATHS of ``m``'s context as one JSON array (null where missing), or NULL
-# for a context that is not JSON; one parse per row (store.filter_ids decodes it).
+# for a context that is not JSON; one parse per row (store.py decodes it into ids).
 CONTEXT_VALUES_SQL = ('CASE WHEN json_valid(m.context_json) THEN json_extract(m.context_json, '
                       + ', '.join(repr(f'$.{path}') for path in CONTEXT_PATHS) + ') END')
 
