@@ -176,6 +176,12 @@ REVIEWED = {
     "', '.join((':' + c for c in RESTORED))": 'named placeholders of the constant column tuple',
     'DECAY_REF': 'schema constant: the decay reference expression its index is built on',
     'select': 'constant SELECT ... IN of store.contents / store.fts_bodies (_texts_by_id)',
+    'schema.CONTEXT_VALUES_SQL': 'schema constant: json_extract of the constant CONTEXT_PATHS',
+    'match': "store._ranked_first: where[0] (constant MATCH) and a constant '+rowid IN' with a "
+             'named placeholder',
+    'embedding': "vector_store.codes_since: 'NULL' or 'e.embedding'",
+    'join': "vector_store.codes_since: '' or a constant LEFT JOIN",
+    'rows': "vector_store.context_ids: '(?, ?, ?)' placeholders repeated",
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from robotmem_ros.engine import schema, text as textmod, vector_store
+from robotmem_ros.engine.schema import DECAY_REF
 from robotmem_ros.engine.vector_index import code_of, to_blob
 from robotmem_ros.types import MemoryRecord
 
@@ -578,8 +579,8 @@ def decay_candidates(conn: Any, collection: str, protected: Iterable[str],
     """
     spared, categories = _not_in('category', protected)
     return conn.execute(
-        f'SELECT id, confidence, {schema.DECAY_REF} FROM memories INDEXED BY idx_memories_decay '
-        f"WHERE collection = ? AND status = 'active' AND {schema.DECAY_REF} <= ? AND {spared}",
+        f'SELECT id, confidence, {DECAY_REF} FROM memories INDEXED BY idx_memories_decay '
+        f"WHERE collection = ? AND status = 'active' AND {DECAY_REF} <= ? AND {spared}",
         [collection, idle_since, *categories]).fetchall()
 
 
