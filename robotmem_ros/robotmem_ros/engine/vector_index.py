@@ -347,9 +347,9 @@ class VectorIndex:
                 self._best_first, conn, vector, self._ids, self._seqs,
                 (self._q8, self._q8_scale) if self._int8_on else None, k, where)
         ann = self._ann
-        # Not with SQL conditions (context equalities on paths without a filter column): the
-        # stage cannot test them, and the nearest few of the whole set rarely meet a selective
-        # one (measured: +50 ms at 1M). Filter columns are in the mask it tests in its scan.
+        # Not with SQL conditions (context equalities on paths without filter ids): the stage
+        # cannot test them, and the nearest few of the whole set rarely meet a selective one
+        # (measured: +50 ms at 1M). Filter ids are in the mask it tests in its scan.
         if ann is not None and selected.size > RESCORE_MIN and not where[0]:
             with self._ann_lock:
                 rows = ann.search(vector, mask, max(ANN_CANDIDATES, 2 * k))
