@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import pathlib
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.embedding import load_embedder
@@ -57,4 +60,18 @@ def bulk_vectors(engine: MemoryEngine, vectors: Any, collection: str = 'default'
     with engine.db.write() as conn:
         for memory_id, vector in zip(ids, vectors):
             store.put_vector(conn, memory_id, vector)
+    return ids
+
+
+def with_context(engine: MemoryEngine, vectors: np.ndarray | None, context: dict,
+                 texts: Sequence[str] = (), embedded: int = 1) -> list[int]:
+    """Memories of the given context (written as stored JSON), with their vectors if given."""
+    texts = texts or [f'reading {i}' for i in range(len(vectors))]
+    ids = engine.save_perceptions([PerceptionInput(description=text) for text in texts])
+    with engine.db.write() as conn:
+        for number, memory_id in enumerate(ids):
+            conn.execute('UPDATE memories SET context_json = ?, embedded = ? WHERE id = ?',
+                         (json.dumps(context), embedded, memory_id))
+            if vectors is not None:
+                store.put_vector(conn, memory_id, vectors[number])
     return ids

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import time
 
-from engine_helpers import bulk_vectors, make_engine
+from engine_helpers import bulk_vectors, make_engine, with_context
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 import pytest
@@ -186,29 +185,15 @@ def test_context_equalities_are_tested_before_ranking(tmp_path):
     engine.close()
 
 
-def _with_context(engine, vectors: np.ndarray | None, context: dict, texts: list[str] = (),
-                  embedded: int = 1) -> list[int]:
-    """Memories of the given context (written as stored JSON), with their vectors if given."""
-    texts = texts or [f'reading {i}' for i in range(len(vectors))]
-    ids = engine.save_perceptions([PerceptionInput(description=text) for text in texts])
-    with engine.db.write() as conn:
-        for number, memory_id in enumerate(ids):
-            conn.execute('UPDATE memories SET context_json = ?, embedded = ? WHERE id = ?',
-                         (json.dumps(context), embedded, memory_id))
-            if vectors is not None:
-                store.put_vector(conn, memory_id, vectors[number])
-    return ids
-
-
 def test_filter_ids_answer_context_equalities_before_ranking(tmp_path, monkeypatch):
     """Paths with filter ids are tested on the index: only matching rows are read."""
     rng = np.random.default_rng(4)
     engine = make_engine(tmp_path)
-    _with_context(engine, _unit(rng, 3000), {'robot': 'b', 'task': {'success': True}})
+    with_context(engine, _unit(rng, 3000), {'robot': 'b', 'task': {'success': True}})
     vectors = _unit(rng, 14)
-    mine = _with_context(engine, vectors[:12], {'robot': 'a', 'task': {'success': True}})
-    one = _with_context(engine, vectors[12:13], {'robot': 'a', 'task': {'success': 1}})
-    _with_context(engine, vectors[13:], {'robot': {'id': 'a'}, 'task': {'success': True}})
+    mine = with_context(engine, vectors[:12], {'robot': 'a', 'task': {'success': True}})
+    one = with_context(engine, vectors[12:13], {'robot': 'a', 'task': {'success': 1}})
+    with_context(engine, vectors[13:], {'robot': {'id': 'a'}, 'task': {'success': True}})
     counts = _count_rescores(monkeypatch)
     conn, query = engine.db.reader(), _unit(rng, 1)[0]
     hits = store.vec_search(conn, query, 'default', 10, context=[('$.robot', 'a')])
@@ -233,12 +218,12 @@ def test_filtered_bm25_ranks_the_index_matches_and_the_unembedded(tmp_path, monk
     engine = make_engine(tmp_path)
     texts = [f'reading {"filler " * i}{i}' for i in range(260)]  # distinct BM25 scores
     # The best matches of robot a are in the yard: a search for the lab ranks past them.
-    yard = _with_context(engine, _unit(rng, 150), {'robot': 'a', 'site': 'yard'}, texts[:150])
-    _with_context(engine, _unit(rng, 50), {'robot': 'b', 'site': 'lab'}, texts[150:200])
-    held = _with_context(engine, _unit(rng, 40), {'robot': 'a', 'site': 'lab'}, texts[200:240])
-    pending = _with_context(engine, None, {'robot': 'a', 'site': 'lab'}, texts[240:250],
-                            embedded=0)
-    left = _with_context(engine, None, {'robot': 'a', 'site': 'lab'}, texts[250:], embedded=-2)
+    yard = with_context(engine, _unit(rng, 150), {'robot': 'a', 'site': 'yard'}, texts[:150])
+    with_context(engine, _unit(rng, 50), {'robot': 'b', 'site': 'lab'}, texts[150:200])
+    held = with_context(engine, _unit(rng, 40), {'robot': 'a', 'site': 'lab'}, texts[200:240])
+    pending = with_context(engine, None, {'robot': 'a', 'site': 'lab'}, texts[240:250],
+                           embedded=0)
+    left = with_context(engine, None, {'robot': 'a', 'site': 'lab'}, texts[250:], embedded=-2)
     conn, now, query = engine.db.reader(), time.time(), textmod.fts_query('reading')
     pairs = [('$.robot', 'a')]
     within = store.filter_candidates(conn, 'default', pairs)
@@ -277,10 +262,10 @@ def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
     rng = np.random.default_rng(5)
     engine = make_engine(tmp_path)
     vectors = _unit(rng, 6)
-    real = _with_context(engine, vectors[:3], {'env': {'sim_or_real': 'real'},
-                                               'task': {'name': 'pick', 'success': False}})
-    sim = _with_context(engine, vectors[3:5], {'env': {'sim_or_real': 'sim'}})
-    broken = _with_context(engine, vectors[5:], {})
+    real = with_context(engine, vectors[:3], {'env': {'sim_or_real': 'real'},
+                                              'task': {'name': 'pick', 'success': False}})
+    sim = with_context(engine, vectors[3:5], {'env': {'sim_or_real': 'sim'}})
+    broken = with_context(engine, vectors[5:], {})
     engine.close()
     conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
     conn.execute('PRAGMA user_version=4')

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
+from robotmem_ros.engine import index_snapshot
 from robotmem_ros.engine.checkpointer import Checkpointer
 from robotmem_ros.engine.vector_index import VectorIndex
 from robotmem_ros.errors import ConflictError, CorruptDatabaseError, StorageError
@@ -120,7 +121,8 @@ class Database:
         self.has_vec = self._probe_vec()
         self.vectors = VectorIndex(self.reader, ann_min_vectors, ann_nprobe,
                                    opener=lambda: connect(str(path)),
-                                   int8_max_vectors=int8_max_vectors)
+                                   int8_max_vectors=int8_max_vectors,
+                                   snapshot=index_snapshot.path_for(path))
         self._writer.vector_index = self.vectors
 
     def _probe_vec(self) -> bool:

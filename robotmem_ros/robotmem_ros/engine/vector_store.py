@@ -1,9 +1,10 @@
 """
 SQL of the in-memory vector index (engine/vector_index.py): its load and its exact rescoring.
 
-The index holds sign-bit codes in RAM and only proposes candidates; these two reads feed it the
-rows of ``memory_vectors`` and give it the float vectors that decide. The writes of vectors
-(put, delete) are row-level and live in store.py.
+The index holds sign-bit codes in RAM and only proposes candidates; these reads feed it the
+rows of ``memory_vectors``, give it the float vectors that decide, and check a saved snapshot
+of it against the rows (engine/index_snapshot.py). The writes of vectors (put, delete) are
+row-level and live in store.py.
 """
 
 from __future__ import annotations
@@ -84,3 +85,23 @@ def embeddings_of_seqs(conn: Any, seqs: Sequence[int]) -> list[Any]:
     return conn.execute(f'SELECT v.seq, e.embedding FROM memory_vectors v '
                         f'JOIN memory_embeddings e ON e.memory_id = v.memory_id '
                         f'WHERE v.seq IN ({marks})', list(seqs)).fetchall()
+
+
+def seq_high_water(conn: Any) -> int:
+    """Return the highest seq ever given to a vector row (AUTOINCREMENT's mark; 0 if none)."""
+    mark = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vectors'"
+                        ).fetchone()
+    return mark[0] if mark else 0
+
+
+def count_through(conn: Any, seq: int) -> int:
+    """Return how many vector rows of seq ``seq`` or lower are stored (a primary key range)."""
+    return conn.execute('SELECT COUNT(*) FROM memory_vectors WHERE seq <= ?',
+                        (seq,)).fetchone()[0]
+
+
+def codes_of_seqs(conn: Any, seqs: Sequence[int]) -> dict[int, tuple[int, bytes]]:
+    """Return {seq: (memory_id, code)} of the rows of those seqs still stored."""
+    marks = ','.join('?' * len(seqs))
+    return {seq: (memory_id, bytes(code)) for seq, memory_id, code in conn.execute(
+        f'SELECT seq, memory_id, code FROM memory_vectors WHERE seq IN ({marks})', list(seqs))}
