@@ -181,3 +181,22 @@ def test_a_reindex_drops_the_snapshot_and_orphans_are_removed(tmp_path):
     engine.db.vectors.reset()
     assert not path.exists()
     engine.close()
+
+
+def test_a_snapshot_that_cannot_be_written_is_logged_and_searches_go_on(tmp_path, caplog,
+                                                                         monkeypatch):
+    def full_disk(path, snapshot):
+        raise OSError(28, 'No space left on device')
+
+    monkeypatch.setattr(index_snapshot, 'save', full_disk)
+    caplog.set_level(logging.INFO, logger='robotmem.engine')
+    rng = np.random.default_rng(19)
+    engine = _open(tmp_path)
+    vectors = _unit(rng, 120)
+    ids = bulk_vectors(engine, vectors)
+    _saved(engine)
+    assert 'not written (OSError' in caplog.text
+    assert not index_snapshot.path_for(engine.db.path).exists()
+    for query in vectors[:5]:
+        assert _top(engine, query) == _exact(dict(zip(ids, vectors)), query)
+    engine.close()
