@@ -183,8 +183,8 @@ def test_a_reindex_drops_the_snapshot_and_orphans_are_removed(tmp_path):
     engine.close()
 
 
-def test_a_snapshot_that_cannot_be_written_is_logged_and_searches_go_on(tmp_path, caplog,
-                                                                         monkeypatch):
+def test_a_snapshot_that_cannot_be_written_is_logged_and_searches_go_on(
+        tmp_path, caplog, monkeypatch):
     def full_disk(path, snapshot):
         raise OSError(28, 'No space left on device')
 
