@@ -134,3 +134,28 @@ def test_paced_stream_at_500_per_second_is_stored_completely(ros, start_node):
                                    session_id='paced'))
     status = node.status(lambda s: s.perception_written >= 1500)
     assert (status.perception_received, status.perception_written) == (1500, 1500)
+
+
+def test_a_context_shut_down_between_two_waits_ends_the_receiver_quietly(ros, monkeypatch):
+    """The signal handler of rclpy can shut the context down after one wait, before the next."""
+    import threading
+
+    from robotmem_ros.node.perception_receiver import PerceptionReceiver
+    failures = []
+    monkeypatch.setattr(threading, 'excepthook', failures.append)
+    receiver = PerceptionReceiver(ros.node, QoSProfile(depth=10), lambda message: None)
+    executor = receiver._executor
+    real_spin_once = executor.spin_once
+    calls = []
+
+    def shut_down_before_the_second(timeout_sec=None):
+        calls.append(timeout_sec)
+        if len(calls) == 2:
+            receiver._context.shutdown()  # the real wait set then meets an invalid context
+        real_spin_once(timeout_sec=timeout_sec)
+
+    monkeypatch.setattr(executor, 'spin_once', shut_down_before_the_second)
+    receiver._thread.join(10)
+    assert not receiver._thread.is_alive() and len(calls) == 2
+    assert failures == []
+    receiver.close()

@@ -14,7 +14,11 @@ instead of waiting on it.
 
 That thread runs in a context of its own: waiting on the node's shared context while SIGINT
 tore it down crashed the process (SIGSEGV, about one stop in five). rclpy's signal handler still
-shuts this context down too, which the thread sees as ExternalShutdownException and ends on.
+shuts this context down too, which the thread sees as ExternalShutdownException and ends on —
+or, when the shutdown lands between two waits, as the RCLError of a wait set built on a context
+that is no longer valid (rclpy checks the context only after a wait); seen as a traceback on
+Ctrl-C of `make run`. Both end the thread quietly; an RCLError with the context still valid is
+raised.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Callable
 import rclpy
 from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.qos import QoSProfile
 from rclpy.signals import SignalHandlerOptions
@@ -61,6 +66,9 @@ class PerceptionReceiver:
                 self._executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
         except ExternalShutdownException:
             pass  # rclpy's signal handler shuts every context down; close() still runs
+        except _rclpy.RCLError:
+            if self._context.ok():
+                raise
 
     def close(self) -> None:
         """Stop receiving (idempotent); buffered messages are flushed by the ingest."""
