@@ -200,3 +200,21 @@ def test_a_snapshot_that_cannot_be_written_is_logged_and_searches_go_on(
     for query in vectors[:5]:
         assert _top(engine, query) == _exact(dict(zip(ids, vectors)), query)
     engine.close()
+
+
+def test_a_snapshot_whose_newest_rows_all_left_the_store_is_not_used(tmp_path, caplog):
+    """Nothing is left to tell a diverged store (restored, written, deleted) from this one."""
+    rng = np.random.default_rng(23)
+    engine = _open(tmp_path)
+    ids = bulk_vectors(engine, _unit(rng, 400))
+    assert _saved(engine) == 400
+    with engine.db.write() as conn:
+        for memory_id in ids[-index_snapshot.SAMPLED_NEWEST:]:
+            store.delete_vector(conn, memory_id)
+    engine.close()
+    caplog.set_level(logging.INFO, logger='robotmem.engine')
+    engine = _open(tmp_path)
+    engine.db.vectors.refresh()
+    assert engine.db.vectors.stats()['snapshot_restored'] == 0
+    assert 'none of its newest rows' in caplog.text
+    engine.close()

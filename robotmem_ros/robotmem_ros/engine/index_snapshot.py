@@ -15,8 +15,8 @@ The SQLite file stays the one truth; the snapshot is a cache of a past state of 
   same path, does not), no more rows up to that seq exist than the snapshot held, most still
   exist (after a reindex, rebuilding beats carrying dead entries), and sampled rows, the newest
   among them, hold the same memory and code (a model changed without a reindex leaves the old
-  rows as they were). Anything else — another format or schema, a cut or unreadable file — is
-  logged and the index is built from the rows.
+  rows as they were), at least one of the newest still stored. Anything else — another format
+  or schema, a cut or unreadable file — is logged and the index is built from the rows.
 - It is written to a temporary file, synced and renamed, so a crash leaves the old one whole.
 """
 
@@ -169,4 +169,8 @@ def _sample_mismatch(snapshot: Snapshot, conn: Any) -> str:
         if row is not None and row != (int(snapshot.arrays['ids'][position]),
                                        snapshot.arrays['codes'][position].tobytes()):
             return f'the row of seq {seq} differs from the store'
+    # A store that diverged (restored, then written) differs first at the newest seqs; with
+    # none of them left there is nothing to tell it from this store's past.
+    if not any(seq in stored for seq in snapshot.arrays['seqs'][live[-SAMPLED_NEWEST:]].tolist()):
+        return 'none of its newest rows is left in the store to compare'
     return ''
