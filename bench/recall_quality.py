@@ -257,6 +257,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--sets', default='cranfield,locomo',
                         help='standard sets under --eval (used when --docs is not given)')
     parser.add_argument('--model', default=MemoryConfig().embed_model)
+    parser.add_argument('--model-dir', default='',
+                        help='a model directory (model.onnx + tokenizer.json) instead of --model')
     parser.add_argument('--limit', type=int, default=0, help='sample this many queries per set')
     parser.add_argument('--max-docs', type=int, default=0,
                         help='keep only the first N docs (smoke runs; qrels outside are dropped)')
@@ -281,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                           'qa.jsonl')}
         jobs = {n: (args.eval / n / files[n][0], args.eval / n / files[n][1],
                     args.eval / n / 'qrels.csv') for n in args.sets.split(',')}
-    real = load_embedder(MemoryConfig(embed_model=args.model))
+    real = load_embedder(MemoryConfig(embed_model=args.model, model_dir=args.model_dir))
     max_chars = MemoryConfig().max_insight_chars
     results = {}
     for name, (docs, queries, qrels) in jobs.items():
