@@ -294,10 +294,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  not args.no_cache, args.decider, dict(args.set))
         print(f'{name}: done', flush=True)
     report(results)
-    doc = {'model': args.model, 'decider': args.decider, 'settings': dict(args.set),
+    # The embedder that made the vectors (a model directory is named by its folder).
+    model = pathlib.Path(args.model_dir).name if args.model_dir else args.model
+    doc = {'model': model, 'decider': args.decider, 'settings': dict(args.set),
            'eval_dir': str(args.eval),
            'limit': args.limit, 'max_docs': args.max_docs, 'sets': results}
-    name = args.name or f'recall_{args.model}' + (
+    name = args.name or f'recall_{model}' + (
         f'_decider-{args.decider}' if args.decider != MemoryConfig().decider else '')
     print(f'\nwrote {write_result(name, doc, args.results)}')
     return 0
