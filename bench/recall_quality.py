@@ -6,9 +6,10 @@ on, as on a robot; the node's Learn service calls the same method; vectors are b
 beforehand with the same model, so only the embedding call is skipped) and every query is
 recalled three ways: hybrid (BM25 + vector, fused as the engine's parameters say), bm25_only
 and vector_only. Dedup may fold a document into an earlier, near-identical one; the folded
-document then counts as found when its keeper is returned. Reported per corpus: how many learned documents end up hidden — superseded
-or merged by the decision layer, or folded by a dedup layer other than "exact" — as a share of
-the documents (LoCoMo target: <= 1 %), and exact repeats apart.
+document then counts as found when its keeper is returned. Reported per corpus: how many
+learned documents end up hidden — superseded or merged by the decision layer, or folded by a
+dedup layer other than "exact" — as a share of the documents (LoCoMo target: <= 1 %), and
+exact repeats apart.
 
 Formats: Cranfield-style (docs.jsonl doc_id/text, queries.jsonl qid/text, qrels.csv qid/doc_id)
 and LoCoMo (turns.jsonl with sample_id/dia_id/speaker/text, one collection per conversation;
@@ -18,6 +19,7 @@ never reshaped to suit the engine.
 
     python bench/recall_quality.py                       # Cranfield and LoCoMo from --eval
     python bench/recall_quality.py --docs D --queries Q --qrels R [--limit 100]
+    python bench/recall_quality.py --model-dir DIR       # a model outside the registry
 """
 
 from __future__ import annotations
@@ -285,18 +287,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.eval / n / 'qrels.csv') for n in args.sets.split(',')}
     real = load_embedder(MemoryConfig(embed_model=args.model, model_dir=args.model_dir))
     max_chars = MemoryConfig().max_insight_chars
+    settings = dict(args.set)
+    if args.model_dir:  # the store's configuration names the model its vectors come from
+        settings.setdefault('model_dir', args.model_dir)
     results = {}
     for name, (docs, queries, qrels) in jobs.items():
         corpus = load_corpus(docs, queries, qrels, max_chars)
         if args.max_docs:
             corpus.docs = corpus.docs[:args.max_docs]
         results[name] = evaluate(name, corpus, real, args.model, args.limit, args.seed,
-                                 not args.no_cache, args.decider, dict(args.set))
+                                 not args.no_cache, args.decider, settings)
         print(f'{name}: done', flush=True)
     report(results)
     # The embedder that made the vectors (a model directory is named by its folder).
     model = pathlib.Path(args.model_dir).name if args.model_dir else args.model
-    doc = {'model': model, 'decider': args.decider, 'settings': dict(args.set),
+    doc = {'model': model, 'decider': args.decider, 'settings': settings,
            'eval_dir': str(args.eval),
            'limit': args.limit, 'max_docs': args.max_docs, 'sets': results}
     name = args.name or f'recall_{model}' + (
