@@ -142,6 +142,13 @@ class MemoryConfig:
                        lo=0.0, hi=1.0)
     fusion_depth: int = _e(50, 'Candidates each channel contributes to fusion (at least 2 n, '
                            '4 n with filters).', lo=1, hi=10_000)
+    adjacent_span: int = _e(2, 'How many places apart in storage order (same collection and '
+                            'session) a recall candidate lends score to another candidate: a '
+                            'turn or an episode step next to one that matches comes up; 0 = '
+                            'off.', lo=0, hi=20)
+    adjacent_weight: float = _e(0.35, 'Share of the best candidate score k places away (k <= '
+                                'adjacent_span, on either side) that a candidate gains, per k '
+                                '(engine/adjacency.py); 0 = off.', lo=0.0, hi=1.0)
     real_weight: float = _e(1.5, 'Score multiplier for memories with context.env.sim_or_real '
                             '== "real".', lo=0.0, hi=100.0)
     max_fetch: int = _e(2000, 'Deepest candidate fetch per channel when filters starve '

@@ -24,6 +24,7 @@ def cli(db: pathlib.Path, *args: str, rc: int = 0) -> subprocess.CompletedProces
     """Run ``robotmem --db DB ARGS`` and check its exit code."""
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join([str(PACKAGE_DIR), env.get('PYTHONPATH', '')])
+    env['COLUMNS'] = '200'  # tables wide enough that a text is never wrapped mid-phrase
     proc = subprocess.run([sys.executable, '-m', 'robotmem_ros.cli.main', '--db', str(db),
                            *args], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == rc, f'rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}'

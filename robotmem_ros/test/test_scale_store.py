@@ -269,6 +269,7 @@ def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
     engine.close()
     conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
     conn.execute('PRAGMA user_version=4')
+    conn.execute('DROP INDEX idx_memories_adjacent')  # schema 6 undone
     conn.execute('DROP TABLE context_values')
     conn.execute('DROP INDEX idx_memories_unembedded')
     conn.execute('DROP INDEX idx_vectors_unfiltered')
@@ -354,7 +355,8 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
-    for statement in ('DROP TABLE context_values',  # schema 5 (filter ids) undone
+    for statement in ('DROP INDEX idx_memories_adjacent',  # schema 6 (adjacency) undone
+                      'DROP TABLE context_values',  # schema 5 (filter ids) undone
                       'DROP INDEX idx_memories_unembedded',
                       'DROP INDEX idx_memories_decay',  # schema 4 (decay index) undone
                       'DROP TRIGGER fleet_queue_insert', 'DROP TRIGGER fleet_queue_update',

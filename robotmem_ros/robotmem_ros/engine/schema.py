@@ -207,7 +207,15 @@ _V5 = [
     "WHERE embedded != 1 AND status = 'active'",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5]
+# Adjacent memories (engine/adjacency.py): the active memories stored just before and after one
+# in the same collection and session, by id (storage order: the index's rowid order within a
+# key), one seek each way whatever the store's size.
+_V6 = [
+    'CREATE INDEX idx_memories_adjacent ON memories(collection, session_id) '
+    "WHERE status = 'active'",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -536,6 +536,42 @@ def _ranked_first(conn: Any, where: list[str], params: dict[str, Any], depth: in
         f'ORDER BY f.score LIMIT :lim', params).fetchall()
 
 
+# The active memories stored just before / after each of :ids in its collection and session,
+# up to :span a side (one seek each on idx_memories_adjacent); group_concat's order is not
+# defined, so adjacent() sorts the ids.
+_ADJACENT = """
+    SELECT m.id,
+        (SELECT group_concat(id) FROM (
+            SELECT p.id AS id FROM memories p
+            WHERE p.collection = m.collection AND p.session_id IS m.session_id
+                AND p.status = 'active' AND p.id < m.id
+            ORDER BY p.id DESC LIMIT :span)),
+        (SELECT group_concat(id) FROM (
+            SELECT p.id AS id FROM memories p
+            WHERE p.collection = m.collection AND p.session_id IS m.session_id
+                AND p.status = 'active' AND p.id > m.id
+            ORDER BY p.id LIMIT :span))
+    FROM memories m WHERE m.id IN (SELECT value FROM json_each(:ids))"""
+
+
+def adjacent(conn: Any, ids: Sequence[int], span: int
+             ) -> dict[int, tuple[list[int], list[int]]]:
+    """
+    Return the memories stored next to each of ``ids``: (before, after), nearest first.
+
+    Up to ``span`` active memories a side, in the memory's collection and session, in storage
+    (id) order; a memory without a session is adjacent to others without one. Ids that are
+    not stored are absent.
+    """
+    rows = conn.execute(_ADJACENT, {'ids': json.dumps(list(ids)), 'span': int(span)})
+    return {row[0]: (sorted(_ids(row[1]), reverse=True), sorted(_ids(row[2])))
+            for row in rows.fetchall()}
+
+
+def _ids(joined: str | None) -> list[int]:
+    return [int(part) for part in joined.split(',')] if joined else []
+
+
 def fts_bodies(conn: Any, ids: Sequence[int]) -> dict[int, str]:
     """Return the FTS bodies (indexed tokens, space separated) of ``ids``, keyed by id."""
     return _texts_by_id(conn, 'SELECT rowid, body FROM memories_fts WHERE rowid IN', ids)
