@@ -54,6 +54,7 @@ def run(workers: int, calls: int, resend: bool, work: pathlib.Path) -> dict[str,
             'no_server_seen': sum(r['no_server_seen'] for r in results),
             'client_failed': sum(r['client_failed'] for r in results),
             'teardown_stuck': sum(r['teardown_stuck'] for r in results),
+            'setup_stuck': sum(r['setup_stuck'] for r in results),
             'needed_second_copy': sum(1 for c in copies if c > 1),
             'max_copies': max(copies, default=0),
             'learn_created': len(learned),
@@ -61,7 +62,8 @@ def run(workers: int, calls: int, resend: bool, work: pathlib.Path) -> dict[str,
             'learn_rows_missing': sum(1 for text in learned if rows.get(text, 0) == 0),
             'failed_to_send_response_logged': log.count('failed to send response'),
             'seconds': round(elapsed, 1),
-            'failures': [f for r in results for f in r['failures']][:20]}
+            'failures': [f for r in results for f in r['failures']][:20],
+            'setup_failures': [f for r in results for f in r['setup_failures']][:20]}
 
 
 def _wait_ready(prefix: str) -> None:
@@ -93,10 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     workers, calls = (2, 10) if args.smoke else (args.workers, args.calls)
     with tempfile.TemporaryDirectory(prefix='robotmem_fresh_') as tmp:
         result = run(workers, calls, not args.no_resend, pathlib.Path(tmp))
-    table = {k: v for k, v in result.items() if k != 'failures'}
+    table = {k: v for k, v in result.items() if k not in ('failures', 'setup_failures')}
     print_table('Fresh-client calls', list(table), [list(table.values())])
     for failure in result['failures']:
         print('failed call:', failure)
+    for failure in result['setup_failures']:
+        print('client process that never called (made again):', failure)
     if not args.smoke:
         name = 'fresh_clients' + ('' if result['resend'] else '_no_resend')
         print('wrote', write_result(name, {'result': result}))

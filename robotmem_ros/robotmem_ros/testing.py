@@ -86,6 +86,14 @@ _TEARDOWN_S = 10
 # itself (faulthandler on SIGSEGV and the like). The tally reports them with the exit status.
 _STACK_DUMP_S = 2.0
 _MODULE = 'robotmem_ros.testing'  # this module, as client processes import it
+# What a fresh client process writes to stderr once its node and client exist, just before its
+# call. A process that gives no result without having written it never called: Fast DDS 3.2
+# once hung a fresh process inside ``rclpy.create_node`` (its /parameter_events publisher) for
+# over a minute, and a forked one crashed there (docs/reliability.md, "The harness's own
+# failures"). Such a call is made again by a new process, at most _SETUP_RETRIES times, and
+# counted as ``setup_stuck``; only a process that got to call can fail the node.
+_READY = 'fresh client: ready to call'
+_SETUP_RETRIES = 2
 # The client process's node: destroyed by ``_close_dds`` and nowhere else.
 _client_nodes: list[Any] = []
 
@@ -105,11 +113,17 @@ def fresh_client_lanes(prefix: str, lanes: int, calls: int, resend: bool = True,
 def _lane(prefix: str, lane: int, calls: int, resend: bool, timeout: float) -> dict[str, Any]:
     """Make ``calls`` calls, each from a client process of its own; tally what they saw."""
     tally: dict[str, Any] = {'unanswered': 0, 'no_server_seen': 0, 'client_failed': 0,
-                             'teardown_stuck': 0, 'copies': [], 'learned': {}, 'failures': []}
+                             'teardown_stuck': 0, 'setup_stuck': 0, 'setup_failures': [],
+                             'copies': [], 'learned': {}, 'failures': []}
     for i in range(calls):
-        outcome, stuck = _in_child(f'{_MODULE}:_fresh_call',
-                                   [prefix, lane, i, resend, timeout], timeout)
-        tally['teardown_stuck'] += stuck
+        for retry in range(_SETUP_RETRIES + 1):
+            outcome, stuck = _in_child(f'{_MODULE}:_fresh_call',
+                                       [prefix, lane, i, resend, timeout], timeout)
+            tally['teardown_stuck'] += stuck
+            if 'error' not in outcome or outcome['ready'] or retry == _SETUP_RETRIES:
+                break
+            tally['setup_stuck'] += 1  # never called: made again by a new process
+            tally['setup_failures'].append(outcome['error'])
         if 'error' in outcome:
             tally['client_failed'] += 1
             tally['failures'].append(outcome['error'])
@@ -143,6 +157,7 @@ def _fresh_call(prefix: str, lane: int, i: int, resend: bool,
         service = f'{prefix}/recall'
         client = node.create_client(Recall, service)
         request = Recall.Request(query=f'lane {lane} fresh clients')
+    print(_READY, file=sys.stderr, flush=True)
     attempt = FRESH_ATTEMPT_S if resend else timeout
     response, copies = send_until_answered(
         client, request, Waiter(node), time.monotonic() + timeout, attempt)
@@ -188,7 +203,7 @@ def _in_child(body: str, args: list[Any], timeout: float) -> tuple[dict[str, Any
     if line:
         return json.loads(line), stuck
     why = f'no result from the child (exit status {status}); its stderr:\n{logged[-8000:]}'
-    return {'response': None, 'copies': 0, 'error': why}, stuck
+    return {'response': None, 'copies': 0, 'error': why, 'ready': _READY in logged}, stuck
 
 
 def _first_line(stream: Any, deadline: float) -> bytes:

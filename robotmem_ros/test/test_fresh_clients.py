@@ -19,6 +19,8 @@ rclpy crashed (SIGSEGV) before its call, and a client process whose participant 
 Fast DDS 3.2's deadlock spun for ever holding the GIL, so its Python-timed bound never fired.
 Client processes are now started afresh and their teardown is bounded by an alarm; the tests
 below check that a hung, a crashed and a stuck client process are each reported, with stacks.
+A client process that hangs or crashes before its call (once inside ``rclpy.create_node``) is
+made again by a new process and counted apart: it never reached the node.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import faulthandler
 import re
 from signal import SIGKILL, SIGSEGV
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -65,6 +68,43 @@ def test_a_client_process_that_hangs_is_reported_with_its_stack(monkeypatch):
     assert not stuck
     assert outcome['error'].startswith(f'no result from the child (exit status -{SIGKILL})')
     assert '_hang_in_a_named_place' in outcome['error'], outcome['error']
+
+
+def _ready_then_hang() -> dict:
+    print(testing._READY, file=sys.stderr, flush=True)
+    time.sleep(120)
+    return {}
+
+
+def test_a_hung_client_process_says_whether_it_got_to_call(monkeypatch):
+    monkeypatch.setattr(testing, '_CHILD_GRACE_S', 1.0)
+    before, _ = testing._in_child(f'{__name__}:_hang_in_a_named_place', [], 0.5)
+    after, _ = testing._in_child(f'{__name__}:_ready_then_hang', [], 0.5)
+    assert (before['ready'], after['ready']) == (False, True)
+
+
+def _never_called(error: str = 'no result from the child (exit status -9)') -> dict:
+    return {'response': None, 'copies': 0, 'error': error, 'ready': False}
+
+
+ANSWERED = {'response': {'status': 'created', 'memory_id': 7}, 'copies': 1, 'insight': 'x',
+            'graph': None}
+
+
+@pytest.mark.parametrize('outcomes, setup_stuck, failed', [
+    ([_never_called(), ANSWERED], 1, 0),                       # made again, then answered
+    ([_never_called()] * (testing._SETUP_RETRIES + 1), 2, 1),  # never got to call: a failure
+    ([dict(_never_called(), ready=True)], 0, 1),               # called and got no answer
+])
+def test_a_client_process_that_never_called_is_made_again(monkeypatch, outcomes, setup_stuck,
+                                                          failed):
+    left = list(outcomes)
+    monkeypatch.setattr(testing, '_in_child', lambda body, args, timeout: (left.pop(0), False))
+    tally = testing._lane('/ns/robotmem', 0, 1, True, 1.0)
+    assert left == []
+    assert (tally['setup_stuck'], len(tally['setup_failures'])) == (setup_stuck, setup_stuck)
+    assert (tally['client_failed'], len(tally['failures'])) == (failed, failed)
+    assert len(tally['copies']) == 1 - failed
 
 
 def _crash_in_a_named_place() -> dict:
