@@ -1,5 +1,8 @@
 """
-Recall pipeline (docs/memory.md): BM25 + KNN → fusion → weights → filters → top-k.
+Recall pipeline (docs/memory.md): BM25 + KNN → fusion → feedback → adjacency → top-k.
+
+After fusion, pseudo-relevance feedback and adjacent memories re-score the candidates; the
+weights (age, source) and the filters then decide which of them are returned.
 
 Filters never starve results: when filtering leaves fewer than n, both channels are fetched
 once more at ``max_fetch`` depth before giving up. KNN filters by collection, status and session
@@ -13,7 +16,7 @@ import heapq
 import time
 from typing import Any, Callable
 
-from robotmem_ros.engine import adjacency, bm25, store, vocab_store
+from robotmem_ros.engine import adjacency, bm25, feedback, store, vocab_store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
@@ -27,6 +30,9 @@ from robotmem_ros.types import MemoryRecord, RecallResult
 LIST_CHUNK = 500
 RECORD_STEP = 16  # candidates' records read per statement at least (see Recaller._weighted)
 ADJACENT_LENDERS = 2  # candidates that lend score to their neighbours, per result asked for
+# Candidates re-scored with the feedback words, per fusion_depth (or 2 n): all of a first pass,
+# a bounded head of a filter's retry at max_fetch depth.
+FEEDBACK_HEAD = 2
 RELATED_QUERY_FACTS = 5  # the session facts whose text makes the related-memories query
 # The related query's BM25 terms: its rarest, up to this many matching FTS rows in all. FTS5
 # ranks every row an OR query matches; five facts' common words matched most of a large store
@@ -114,7 +120,9 @@ class Recaller:
             vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id,
                                    exclude_session=exclude_session, context=pushed
                                    ) if qvec is not None else []
-            scores = _with_adjacent(conn, _fuse(bm, vec, cfg), n, cfg)
+            scores = _fuse(bm, vec, cfg)
+            scores = _with_adjacent(conn, _with_feedback(conn, scores, bm, vec, bm_terms, n, cfg),
+                                    n, cfg)
             kept = self._weighted(conn, scores, n if spatial is None else 0,
                                   lambda r: _passes(r, min_conf, cfilter, options, now)
                                   and origin_in_scope(r.origin, cfg.recall_scope), now)
@@ -228,6 +236,40 @@ def _fuse(bm: list[tuple[int, float]], vec: list[tuple[int, float]], cfg: Any
     if cfg.fusion == 'rrf':
         return rrf_fuse([[i for i, _ in bm], [i for i, _ in vec]], cfg.rrf_k)
     return score_fuse([bm, vec], (cfg.bm25_weight, 1.0 - cfg.bm25_weight))
+
+
+def _with_feedback(conn: Any, scores: dict[int, float], bm: list[tuple[int, float]],
+                   vec: list[tuple[int, float]], terms: list[str], n: int, cfg: Any
+                   ) -> dict[int, float]:
+    """
+    Expand the BM25 terms with the best long candidates' words and fuse again (engine/feedback).
+
+    The sample is read first (feedback_docs bodies), so a store of short memories pays for
+    those few rows only. The best FEEDBACK_HEAD × max(fusion_depth, 2 n) candidates are
+    re-scored, vector-only ones included; BM25 candidates beyond that head keep their score.
+    """
+    if not (cfg.feedback_docs and cfg.feedback_terms and cfg.feedback_weight and terms
+            and scores):
+        return scores
+    ranked = sorted(scores, key=lambda memory_id: (-scores[memory_id], memory_id))
+    sample = store.fts_bodies(conn, ranked[:cfg.feedback_docs])
+    weights = feedback.sample_weights(sample.values(), terms, textmod.QUERY_STOPWORDS,
+                                      cfg.feedback_min_tokens)
+    if not weights:
+        return scores
+    words = feedback.candidates(weights, cfg.feedback_terms)
+    rows, tokens = vocab_store.fts_totals(conn)
+    stats = bm25.CorpusStats(rows, tokens,
+                             vocab_store.row_counts(conn, [*terms, *words], exact=True))
+    expansion = feedback.best_terms(weights, words, stats.idf, cfg.feedback_terms)
+    if not expansion:
+        return scores
+    head = ranked[:FEEDBACK_HEAD * max(cfg.fusion_depth, 2 * n)]
+    bodies = {**sample, **store.fts_bodies(conn, [i for i in head if i not in sample])}
+    rescored = dict(bm)
+    rescored.update(feedback.rescored(bodies, rescored, terms, expansion, stats, cfg.bm25_k1,
+                                      cfg.bm25_b, cfg.feedback_weight))
+    return _fuse(sorted(rescored.items(), key=lambda hit: (-hit[1], hit[0])), vec, cfg)
 
 
 def _with_adjacent(conn: Any, scores: dict[int, float], n: int, cfg: Any) -> dict[int, float]:
