@@ -150,16 +150,16 @@ class MemoryConfig:
                                 'adjacent_span, on either side) that a candidate gains, per k '
                                 '(engine/adjacency.py); 0 = off.', lo=0.0, hi=1.0)
     feedback_docs: int = _e(5, 'Best recall candidates read as a sample for pseudo-relevance '
-                            'feedback: the words of those with at least feedback_min_tokens '
-                            'tokens expand the BM25 query (engine/feedback.py); 0 = off.',
+                            'feedback: if they average at least feedback_min_tokens tokens, '
+                            'their words expand the BM25 query (engine/feedback.py); 0 = off.',
                             lo=0, hi=100)
     feedback_terms: int = _e(20, 'Words pseudo-relevance feedback adds to the BM25 query; 0 = '
                              'off.', lo=0, hi=200)
     feedback_weight: float = _e(0.2, 'Weight of the feedback words in BM25 against the words of '
                                 'the query; 0 = off.', lo=0.0, hi=1.0)
-    feedback_min_tokens: int = _e(64, 'Tokens a candidate needs to lend its words to the query: '
-                                  'a conversation turn or a one-line fact is no sample of a '
-                                  'topic.', lo=1, hi=100_000)
+    feedback_min_tokens: int = _e(64, 'Tokens the feedback sample needs on average to lend its '
+                                  'words to the query: conversation turns or one-line facts are '
+                                  'no sample of a topic.', lo=1, hi=100_000)
     real_weight: float = _e(1.5, 'Score multiplier for memories with context.env.sim_or_real '
                             '== "real".', lo=0.0, hi=100.0)
     max_fetch: int = _e(2000, 'Deepest candidate fetch per channel when filters starve '

@@ -41,8 +41,9 @@ def test_the_sample_is_long_bodies_and_their_non_query_content_words():
     assert feedback.sample_weights([long_body, 'torsion panel'], [], frozenset(),
                                    min_tokens=64) == {}
     assert feedback.sample_weights([], [], frozenset(), min_tokens=1) == {}
-    assert feedback.sample_weights(['扭转 刚度 的 x'], [], frozenset(), 1) == {'扭转': 0.25,
-                                                                            '刚度': 0.25}
+    # A two-character CJK word is a word; one character (a particle) is not.
+    cjk = feedback.sample_weights(['扭转 刚度 的 x'], [], frozenset(), min_tokens=1)
+    assert cjk == {'扭转': 0.25, '刚度': 0.25}
 
 
 def test_best_terms_weigh_sample_frequency_by_idf_among_the_frequent_words():

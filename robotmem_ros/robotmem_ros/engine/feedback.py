@@ -4,10 +4,11 @@ Pseudo-relevance feedback: long memories that match a query lend it their distin
 A question names a topic in few words ("what similarity laws must be obeyed when constructing
 aeroelastic models of heated high speed aircraft"), while the memories that answer it use the
 field's other words too (``flutter``, ``thermal``, ``stiffness``). After fusion the best
-``feedback_docs`` candidates that hold at least ``feedback_min_tokens`` tokens are read as a
-sample of what the matches are about. Their words that are not query words are weighted by
-frequency in the sample times IDF (the relevance-model expansion of Lavrenko and Croft, RM3),
-and the best ``feedback_terms`` are added to the query's BM25 terms at ``feedback_weight``:
+``feedback_docs`` candidates are read as a sample of what the matches are about, if they hold
+at least ``feedback_min_tokens`` tokens on average. Their words that are not query words are
+weighted by frequency in the sample times IDF (the relevance-model expansion of Lavrenko and
+Croft, RM3), and the best ``feedback_terms`` are added to the query's BM25 terms at
+``feedback_weight``:
 
     bm25'(m) = bm25(m, query terms) + feedback_weight · bm25(m, expansion terms)
 
