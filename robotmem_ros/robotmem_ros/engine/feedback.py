@@ -86,10 +86,10 @@ def rescored(bodies: Mapping[int, str], known: Mapping[int, float], query_terms:
     ``known`` holds the query terms' BM25 of the candidates the BM25 channel scored already
     (the same statistics), so only the others' bodies are scored for the query terms again.
     """
-    own = dict(known)
-    own.update(bm25.rescore({i: body for i, body in bodies.items() if i not in known},
-                            query_terms, stats, k1, b))
-    extra = bm25.rescore(bodies, expansion, stats, k1, b)
-    scored = [(memory_id, own[memory_id] + weight * score) for memory_id, score in extra]
+    fresh = dict(bm25.rescore({i: body for i, body in bodies.items() if i not in known},
+                              query_terms, stats, k1, b))
+    scored = [(memory_id, (known[memory_id] if memory_id in known else fresh[memory_id])
+               + weight * score)
+              for memory_id, score in bm25.rescore(bodies, expansion, stats, k1, b)]
     scored.sort(key=lambda hit: (-hit[1], hit[0]))
     return scored

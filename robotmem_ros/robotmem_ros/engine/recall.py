@@ -224,10 +224,14 @@ def _rescored(conn: Any, hits: list[tuple[int, float]], terms: list[str], cfg: A
     """Score FTS5's candidates with ``bm25_k1`` / ``bm25_b`` (engine/bm25.py), best first."""
     if not hits:
         return []
+    return bm25.rescore(store.fts_bodies(conn, [i for i, _ in hits]), terms,
+                        _corpus_stats(conn, terms), cfg.bm25_k1, cfg.bm25_b)
+
+
+def _corpus_stats(conn: Any, terms: list[str]) -> bm25.CorpusStats:
+    """Return what BM25 needs of the index for ``terms``, as of the last commit."""
     rows, tokens = vocab_store.fts_totals(conn)
-    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
-    return bm25.rescore(store.fts_bodies(conn, [i for i, _ in hits]), terms, stats,
-                        cfg.bm25_k1, cfg.bm25_b)
+    return bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
 
 
 def _fuse(bm: list[tuple[int, float]], vec: list[tuple[int, float]], cfg: Any
@@ -251,20 +255,17 @@ def _with_feedback(conn: Any, scores: dict[int, float], bm: list[tuple[int, floa
     if not (cfg.feedback_docs and cfg.feedback_terms and cfg.feedback_weight and terms
             and scores):
         return scores
-    ranked = sorted(scores, key=lambda memory_id: (-scores[memory_id], memory_id))
-    sample = store.fts_bodies(conn, ranked[:cfg.feedback_docs])
+    sample = store.fts_bodies(conn, _best(scores, cfg.feedback_docs))
     weights = feedback.sample_weights(sample.values(), terms, textmod.QUERY_STOPWORDS,
                                       cfg.feedback_min_tokens)
     if not weights:
         return scores
     words = feedback.candidates(weights, cfg.feedback_terms)
-    rows, tokens = vocab_store.fts_totals(conn)
-    stats = bm25.CorpusStats(rows, tokens,
-                             vocab_store.row_counts(conn, [*terms, *words], exact=True))
+    stats = _corpus_stats(conn, [*terms, *words])
     expansion = feedback.best_terms(weights, words, stats.idf, cfg.feedback_terms)
     if not expansion:
         return scores
-    head = ranked[:FEEDBACK_HEAD * max(cfg.fusion_depth, 2 * n)]
+    head = _best(scores, FEEDBACK_HEAD * max(cfg.fusion_depth, 2 * n))
     bodies = {**sample, **store.fts_bodies(conn, [i for i in head if i not in sample])}
     rescored = dict(bm)
     rescored.update(feedback.rescored(bodies, rescored, terms, expansion, stats, cfg.bm25_k1,
@@ -282,10 +283,14 @@ def _with_adjacent(conn: Any, scores: dict[int, float], n: int, cfg: Any) -> dic
     """
     if not (cfg.adjacent_span and cfg.adjacent_weight and scores):
         return scores
-    lenders = heapq.nlargest(ADJACENT_LENDERS * max(n, 1), scores,
-                             key=lambda memory_id: (scores[memory_id], -memory_id))
+    lenders = _best(scores, ADJACENT_LENDERS * max(n, 1))
     return adjacency.spread(scores, store.adjacent(conn, lenders, cfg.adjacent_span),
                             cfg.adjacent_weight)
+
+
+def _best(scores: dict[int, float], count: int) -> list[int]:
+    """Return the ``count`` best-scored ids, best first (ties: the older memory first)."""
+    return heapq.nlargest(count, scores, key=lambda memory_id: (scores[memory_id], -memory_id))
 
 
 def _mode(bm25: bool, vector: bool) -> str:
