@@ -175,6 +175,11 @@ class MemoryConfig:
                                'only candidates that can reach the top k are rescored from '
                                'SQLite; above it every candidate is; 0 = never.', lo=0,
                                hi=1_000_000_000, read_only=True)
+    text_index_min_rows: int = _e(100_000, 'FTS rows from which a tantivy index beside the '
+                                  'store (<db>-tindex) proposes the BM25 candidates instead of '
+                                  "FTS5's ranking of every match; built in the background; 0 = "
+                                  'never (engine/text_index.py).', lo=0, hi=1_000_000_000,
+                                  read_only=True)
     max_collections: int = _e(10_000, 'Collections a store may hold; a write that names a new '
                               'collection beyond this is refused (any client can name one).',
                               lo=1, hi=10_000_000)

@@ -269,6 +269,9 @@ def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
     engine.close()
     conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
     conn.execute('PRAGMA user_version=4')
+    for name in ('insert', 'update', 'delete'):  # schema 7 (text index log) undone
+        conn.execute(f'DROP TRIGGER text_log_{name}')
+    conn.execute('DROP TABLE text_changes')
     conn.execute('DROP INDEX idx_memories_adjacent')  # schema 6 undone
     conn.execute('DROP TABLE context_values')
     conn.execute('DROP INDEX idx_memories_unembedded')
@@ -355,7 +358,10 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
-    for statement in ('DROP INDEX idx_memories_adjacent',  # schema 6 (adjacency) undone
+    for statement in ('DROP TRIGGER text_log_insert',  # schema 7 (text index log) undone
+                      'DROP TRIGGER text_log_update', 'DROP TRIGGER text_log_delete',
+                      'DROP TABLE text_changes',
+                      'DROP INDEX idx_memories_adjacent',  # schema 6 (adjacency) undone
                       'DROP TABLE context_values',  # schema 5 (filter ids) undone
                       'DROP INDEX idx_memories_unembedded',
                       'DROP INDEX idx_memories_decay',  # schema 4 (decay index) undone

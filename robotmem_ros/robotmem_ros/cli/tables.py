@@ -54,7 +54,8 @@ def show_stats(console: Console, stats: dict[str, Any]) -> None:
         ('oldest', when(stats['oldest'])), ('newest', when(stats['newest'])),
         ('pending embeddings', stats['pending_embeddings']),
         ('below recall threshold', stats['below_recall_threshold']),
-        ('reindex in progress', 'yes' if stats['reindex_in_progress'] else 'no')]))
+        ('reindex in progress', 'yes' if stats['reindex_in_progress'] else 'no'),
+        ('text index', _text_index(stats['text_index']))]))
     for key in ('by_status', 'by_collection', 'by_type', 'by_kind', 'by_category'):
         console.print(counts(key.replace('_', ' '), stats[key]))
     peak = max([b['count'] for b in stats['confidence_histogram']] + [1])
@@ -63,6 +64,17 @@ def show_stats(console: Console, stats: dict[str, Any]) -> None:
         for b in stats['confidence_histogram']]))
     console.print(table('stored per day (UTC)', ('day', 'facts', 'perceptions'), [
         (d['day'], d['facts'], d['perceptions']) for d in stats['growth_per_day']]))
+
+
+def _text_index(info: dict[str, Any]) -> str:
+    """Say what this process's text index holds (engine/text_index.py)."""
+    if info['text_index_error']:
+        return f"error: {info['text_index_error']}"
+    if info['text_index_building']:
+        return 'building'
+    if info['text_index_docs']:
+        return f"{info['text_index_docs']} documents, change {info['text_index_seq']}"
+    return 'not loaded (FTS5 ranks)'
 
 
 def memory_rows(records: Iterable[dict[str, Any]], *, score: bool = False) -> Table:

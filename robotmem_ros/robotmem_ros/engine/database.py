@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 from robotmem_ros.engine import index_snapshot
 from robotmem_ros.engine.checkpointer import Checkpointer
+from robotmem_ros.engine.text_index import TextIndex
 from robotmem_ros.engine.vector_index import VectorIndex
 from robotmem_ros.errors import ConflictError, CorruptDatabaseError, StorageError
 
@@ -100,7 +101,8 @@ class Database:
     """The store's connections and the one write path."""
 
     def __init__(self, path: pathlib.Path, *, ann_min_vectors: int = 0,
-                 ann_nprobe: int = 32, int8_max_vectors: int = 0) -> None:
+                 ann_nprobe: int = 32, int8_max_vectors: int = 0,
+                 text_index_min_rows: int = 0) -> None:
         self.path = path
         prepare_path(path)
         self._write_lock = threading.RLock()
@@ -124,6 +126,9 @@ class Database:
                                    int8_max_vectors=int8_max_vectors,
                                    snapshot=index_snapshot.path_for(path))
         self._writer.vector_index = self.vectors
+        self.text = TextIndex(path, text_index_min_rows, lambda: connect(str(path)), self.write,
+                              snapshot)
+        self._writer.text_index = self.text
 
     def _probe_vec(self) -> bool:
         try:
@@ -273,6 +278,7 @@ class Database:
         if conn is None:
             conn = connect(str(self.path))
             conn.vector_index = self.vectors
+            conn.text_index = self.text
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -289,6 +295,7 @@ class Database:
 
     def close(self) -> None:
         """Checkpoint and close every connection; idempotent."""
+        self.text.close()  # first: its worker may be waiting for the write lock
         with self._write_lock:
             if self._closed:
                 return

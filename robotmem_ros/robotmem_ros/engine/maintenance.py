@@ -62,6 +62,7 @@ def _stats(ctx: EngineContext, status: EngineStatus) -> dict[str, Any]:
         'below_recall_threshold': reports.count_below(conn, ctx.config.default_min_confidence),
         'confidence_histogram': _histogram(conn),
         'growth_per_day': _growth(conn, ctx.clock()),
+        'text_index': ctx.db.text.stats(),
     }
 
 

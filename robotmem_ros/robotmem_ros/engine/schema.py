@@ -215,7 +215,28 @@ _V6 = [
     "WHERE status = 'active'",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6]
+# The text index's log (engine/text_index.py): once a store has a text index (meta
+# ``text_index``), every memory whose text, status or collection changes is logged here in the
+# transaction of the change, by any process; the index applies the log and deletes what it holds.
+_TEXT_LOG_WHEN = "EXISTS (SELECT 1 FROM meta WHERE key = 'text_index')"
+_V7 = [
+    """
+    CREATE TABLE text_changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id INTEGER NOT NULL)""",
+    f"""
+    CREATE TRIGGER text_log_insert AFTER INSERT ON memories WHEN {_TEXT_LOG_WHEN}
+    BEGIN INSERT INTO text_changes(memory_id) VALUES (NEW.id); END""",
+    f"""
+    CREATE TRIGGER text_log_update AFTER UPDATE OF content, status, collection ON memories
+    WHEN {_TEXT_LOG_WHEN}
+    BEGIN INSERT INTO text_changes(memory_id) VALUES (NEW.id); END""",
+    f"""
+    CREATE TRIGGER text_log_delete AFTER DELETE ON memories WHEN {_TEXT_LOG_WHEN}
+    BEGIN INSERT INTO text_changes(memory_id) VALUES (OLD.id); END""",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -474,7 +474,11 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
                context: Sequence[tuple[str, Any]] = (),
                within: Sequence[int] | None = None) -> list[tuple[int, float]]:
     """
-    BM25 search; returns (id, bm25) best first. ``query`` must come from text.fts_query.
+    BM25 search; returns (id, score) best first. ``query`` must come from text.fts_query.
+
+    The score is FTS5's bm25 (lower is better). From ``text_index_min_rows`` FTS rows on, an
+    unfiltered search takes its best from the text index, which scores as FTS5 does, and from
+    the memories changed since the index's state, ranked by FTS5 (engine/text_index.py).
 
     ``context``: (json path, value) equalities every result must meet (see vec_search).
     ``within``: ids that include every memory meeting them (filter_candidates); FTS5 then
@@ -501,8 +505,12 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
             rows = _ranked_first(conn, where, params, -1, True)
         return [(row[0], row[1]) for row in rows]
     if not (session_id or context):
-        # Most matches pass the filters left: FTS5 ranks them alone (no join per match) and
-        # the filters run on the best FTS_DEPTH_FACTOR × limit ids only, in the same order.
+        # Most matches pass the filters left: the text index or FTS5 ranks them alone (no join
+        # per match) and the filters run on the best FTS_DEPTH_FACTOR × limit ids only.
+        indexed = _indexed_first(conn, where, params, FTS_DEPTH_FACTOR * int(limit),
+                                 not include_inactive)
+        if indexed is not None:
+            return indexed
         rows = _ranked_first(conn, where, params, FTS_DEPTH_FACTOR * int(limit), False)
         if len(rows) == int(limit):
             return [(row[0], row[1]) for row in rows]
@@ -515,6 +523,35 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
            f'ORDER BY score LIMIT :lim')
     rows = conn.execute(sql, params).fetchall()
     return [(row[0], row[1]) for row in rows]
+
+
+def _indexed_first(conn: Any, where: list[str], params: dict[str, Any], depth: int,
+                   active_only: bool) -> list[tuple[int, float]] | None:
+    """
+    Rank by the store's text index (engine/text_index.py); None where FTS5 must rank.
+
+    The index's best ``depth`` go through the filters in its order; the memories changed since
+    its state are ranked by FTS5, and the two lists merge by score. None while no index can
+    answer, or when too few passed and the index had more matches.
+    """
+    index = getattr(conn, 'text_index', None)
+    found = index.candidates(conn, params['q'], params['c'], depth,
+                             active_only=active_only) if index is not None else None
+    if found is None:
+        return None
+    ranked, changed, more = found
+    scores = dict(ranked)
+    params['ranked'] = json.dumps([memory_id for memory_id, _ in ranked])
+    rows = [(row[0], scores[row[0]]) for row in conn.execute(
+        f'SELECT m.id FROM json_each(:ranked) j CROSS JOIN memories m ON m.id = j.value '
+        f'WHERE {" AND ".join(where[1:])} ORDER BY j.key LIMIT :lim', params)]
+    if len(rows) < int(params['lim']) and more:
+        return None
+    if changed:  # the index's scores are FTS5's (text_index._terms): one order for both
+        params['ids'] = json.dumps(changed)
+        rows += [(row[0], row[1]) for row in _ranked_first(conn, where, params, -1, True)]
+        rows = sorted(rows, key=lambda hit: (hit[1], hit[0]))[:int(params['lim'])]
+    return rows
 
 
 def _ranked_first(conn: Any, where: list[str], params: dict[str, Any], depth: int,

@@ -1,0 +1,375 @@
+"""
+BM25 candidates from a tantivy index beside the store, where FTS5's ranking costs too much.
+
+FTS5 finds a query's matches quickly but ranks every one of them (``bm25()`` per match): the OR
+of a query's terms matches 40 000–190 000 rows of a 1M store, 40–150 ms. tantivy (Rust, block-max
+WAND) gives the same best 50 in 2–4 ms (docs/performance.md, "The text index"). From
+``text_index_min_rows`` FTS rows on, the unfiltered BM25 search takes its candidates from here;
+FTS5 keeps everything else (filtered searches, the Jaccard layer, corpus statistics), and recall
+still scores every candidate from its FTS body (engine/bm25.py), so only the choice of
+candidates moves to this index.
+
+The SQLite file stays the source of truth; this index is a cache of its FTS rows:
+
+* Once an index exists (meta ``text_index``), triggers on ``memories`` log in ``text_changes``
+  every memory whose text, status or collection changes, in the transaction of the change
+  (schema.py, version 7): writes of any process, the CLI included.
+* ``state.json`` in the index directory names the last change the index holds; it is written
+  after each commit. A search leaves out the memories changed since and ranks them with FTS5
+  instead, so the next recall finds a learn before the index holds it. A crash between a commit
+  and its state only makes that set larger.
+* A worker thread applies the log about every CATCH_UP_S (one tantivy commit, 15–25 ms at 1M),
+  and deletes log rows the index has held for PRUNE_AFTER_S: longer than any search keeps the
+  state it read.
+* An index that is missing, unreadable, of another store or ahead of the store's log is built
+  again from the FTS rows in the background (about 10 s per million rows); FTS5 answers until
+  it is ready. Only one process writes an index (tantivy's own lock); another one reads it.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import json
+import logging
+import math
+import os
+import pathlib
+import re
+import shutil
+import threading
+import time
+from typing import Any, Callable, ContextManager
+import uuid
+
+from robotmem_ros.engine import bm25, store, text_log_store, vocab_store
+
+LOG = logging.getLogger(__name__)
+
+FORMAT = 1
+CATCH_UP_S = 1.0
+PRUNE_AFTER_S = 30.0
+WRITER_HEAP = 15_000_000  # tantivy's least heap for one indexing thread
+META_KEY = 'text_index'
+_TOKENIZER = 'robotmem_tokens'
+_TERM = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def available() -> bool:
+    """Return True when the tantivy package is installed."""
+    return importlib.util.find_spec('tantivy') is not None
+
+
+def path_for(db_path: pathlib.Path) -> pathlib.Path:
+    """Return the directory of a store's text index: ``<store>-tindex``."""
+    return db_path.with_name(db_path.name + '-tindex')
+
+
+def match_terms(match: str) -> list[str]:
+    """Return the terms of a MATCH expression built by text.fts_match (quoted, OR-joined)."""
+    return [term.replace('""', '"') for term in _TERM.findall(match)]
+
+
+class TextIndex:
+    """The tantivy index of one store, its state and the worker that keeps it current."""
+
+    def __init__(self, db_path: pathlib.Path, min_rows: int, opener: Callable[[], Any],
+                 write: Callable[[], ContextManager[Any]],
+                 snapshot: Callable[[Any], ContextManager[Any]]) -> None:
+        """
+        Describe the index of the store at ``db_path``; nothing is read or started yet.
+
+        ``opener`` gives the worker its own connection, ``write`` is the store's one write
+        path (the build's meta mark, the log's pruning) and ``snapshot`` holds one read
+        transaction (database.snapshot).
+        """
+        self.directory = path_for(db_path)
+        self._min_rows = min_rows if available() else 0
+        self._opener = opener
+        self._write = write
+        self._snapshot = snapshot
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._index: Any = None
+        self._state: dict[str, Any] = {}
+        self._state_mtime = 0.0
+        self._writer: Any = None
+        self._commits: collections.deque[tuple[float, int]] = collections.deque()
+        self.error = ''
+
+    # --- search ----------------------------------------------------------------------------
+
+    def candidates(self, conn: Any, match: str, collection: str, depth: int, *,
+                   active_only: bool) -> tuple[list[tuple[int, float]], list[int], bool] | None:
+        """
+        Rank a MATCH expression's matches in one collection; None while no index can answer.
+
+        Returns (id, score) of the best ``depth`` the index holds as of its state, best first
+        (lower is better, as FTS5's bm25), the memories changed since (for FTS5 to rank), and
+        whether more matches may follow the ones returned.
+        """
+        if not self._min_rows:
+            return None
+        self._start_worker(conn)
+        index, seq = self._current()
+        if index is None:
+            return None
+        changed = text_log_store.changed_since(conn, seq)
+        asked = depth + len(changed)
+        try:
+            hits, ids = _search(conn, index, match, collection, active_only, asked)
+        except ValueError as exc:  # tantivy's errors (a damaged file): FTS5 answers
+            if str(exc) != self.error:
+                LOG.warning('text index %s: %s; FTS5 ranks', self.directory, exc)
+            self.error = str(exc)
+            return None
+        left_out = set(changed)
+        ranked = [(int(memory_id), -float(score)) for (score, _), memory_id in zip(hits, ids)
+                  if memory_id not in left_out]
+        return ranked[:depth], changed, len(hits) == asked
+
+    def stats(self) -> dict[str, Any]:
+        """Documents held, last change held, whether a build runs, the last error."""
+        index = self._index
+        return {'text_index_docs': index.searcher().num_docs if index is not None else 0,
+                'text_index_seq': int(self._state.get('seq', 0)),
+                'text_index_building': self._worker is not None and index is None,
+                'text_index_error': self.error}
+
+    def close(self) -> None:
+        """Stop the worker and release tantivy's writer lock; idempotent."""
+        self._stop.set()
+        worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=30.0)
+        with self._lock:
+            self._writer = None
+            self._index = None
+
+    # --- state -----------------------------------------------------------------------------
+
+    def _start_worker(self, conn: Any) -> None:
+        if self._worker is not None or self._stop.is_set():
+            return
+        if vocab_store.fts_totals(conn)[0] < self._min_rows:
+            return
+        with self._lock:
+            if self._worker is None and not self._stop.is_set():
+                self._worker = threading.Thread(target=self._run, name='text-index',
+                                                daemon=True)
+                self._worker.start()
+
+    def _current(self) -> tuple[Any, int]:
+        """Return the index and the last change it holds, re-read if another process wrote."""
+        index = self._index
+        if index is None:
+            return None, 0
+        try:
+            mtime = (self.directory / 'state.json').stat().st_mtime
+        except OSError:
+            return None, 0
+        if mtime != self._state_mtime:
+            # State first, then the index: the index is then at least as new as the state.
+            state = _read_state(self.directory)
+            if state is None or state.get('token') != self._state.get('token'):
+                return None, 0
+            index.reload()
+            self._state, self._state_mtime = state, mtime
+        return index, int(self._state['seq'])
+
+    def _run(self) -> None:
+        conn = self._opener()
+        try:
+            while not self._stop.is_set():
+                try:
+                    if self._index is None:
+                        self._open_or_build(conn)
+                    else:
+                        self._catch_up(conn)
+                    self.error = ''
+                except Exception as exc:  # noqa: BLE001 - the worker must outlive one failure
+                    if str(exc) != self.error:
+                        LOG.warning('text index %s: %s; FTS5 ranks meanwhile',
+                                    self.directory, exc)
+                    self.error = str(exc)
+                    with self._lock:
+                        self._index, self._writer = None, None
+                self._stop.wait(CATCH_UP_S)
+        finally:
+            conn.close()
+
+    def _open_or_build(self, conn: Any) -> None:
+        token = store.get_meta(conn, META_KEY)
+        state = _read_state(self.directory)
+        if (state is not None and token is not None and state.get('token') == token
+                and int(state['seq']) <= text_log_store.last_change(conn)):
+            try:
+                self._adopt(_open_index(self.directory), state)
+                return
+            except (OSError, ValueError) as exc:
+                LOG.warning('text index %s unreadable (%s); building it again', self.directory,
+                            exc)
+        self._build(conn)
+
+    def _build(self, conn: Any) -> None:
+        began = time.monotonic()
+        token = uuid.uuid4().hex
+        with self._write() as writer_conn:  # from here on every change is logged
+            store.set_meta(writer_conn, META_KEY, token)
+        building = self.directory.with_name(f'{self.directory.name}.build-{os.getpid()}')
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir(parents=True)
+        index = _open_index(building, create=True)
+        writer = index.writer(heap_size=WRITER_HEAP, num_threads=1)
+        count = 0
+        with self._snapshot(conn):  # one read: the rows and the end of the log agree
+            seq = text_log_store.last_change(conn)
+            for rows in text_log_store.all_rows(conn):
+                if self._stop.is_set():
+                    break
+                for row in rows:
+                    writer.add_document(_document(row))
+                count += len(rows)
+        if self._stop.is_set():
+            shutil.rmtree(building, ignore_errors=True)
+            return
+        writer.commit()
+        writer.wait_merging_threads()
+        del writer
+        state = {'format': FORMAT, 'token': token, 'seq': seq}
+        _write_state(building, state)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        os.replace(building, self.directory)
+        self._adopt(_open_index(self.directory), state)
+        LOG.info('text index %s: %d rows in %.1f s', self.directory, count,
+                 time.monotonic() - began)
+
+    def _adopt(self, index: Any, state: dict[str, Any]) -> None:
+        with self._lock:
+            self._index, self._state = index, state
+            self._state_mtime = (self.directory / 'state.json').stat().st_mtime
+
+    def _catch_up(self, conn: Any) -> None:
+        done = int(self._state['seq'])
+        with self._snapshot(conn):
+            seq = text_log_store.last_change(conn)
+            if seq <= done:
+                return
+            changed = text_log_store.changed_since(conn, done, seq)
+            rows = text_log_store.rows_of(conn, changed)
+        writer = self._own_writer()
+        if writer is None:  # another process writes this index
+            return
+        for memory_id in changed:
+            writer.delete_documents_by_term('id', memory_id)
+        for row in rows:
+            writer.add_document(_document(row))
+        writer.commit()
+        state = dict(self._state, seq=seq)
+        _write_state(self.directory, state)
+        self._index.reload()
+        self._adopt(self._index, state)
+        now = time.monotonic()
+        self._commits.append((now, seq))
+        held = 0
+        while self._commits and self._commits[0][0] <= now - PRUNE_AFTER_S:
+            held = self._commits.popleft()[1]
+        if held:
+            with self._write() as writer_conn:
+                text_log_store.forget_changes(writer_conn, held)
+
+    def _own_writer(self) -> Any:
+        if self._writer is None:
+            try:
+                self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            except ValueError:  # LockBusy: another process holds tantivy's writer lock
+                return None
+        return self._writer
+
+
+def _search(conn: Any, index: Any, match: str, collection: str, active_only: bool,
+            count: int) -> tuple[list[tuple[float, Any]], list[int]]:
+    """Return tantivy's best ``count`` (score, address) in one collection and their ids."""
+    import tantivy
+    searcher = index.searcher()
+    terms = _terms(conn, searcher, index.schema, match_terms(match))
+    if not terms:  # no term the index holds: nothing matches
+        return [], []
+    must = [(tantivy.Occur.Must, tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, term) for term in terms]))]
+    filters = [('collection', collection)] + ([('status', 'active')] if active_only else [])
+    must += [(tantivy.Occur.Must, tantivy.Query.const_score_query(
+        tantivy.Query.term_query(index.schema, name, value, index_option='basic'), 0.0))
+        for name, value in filters]
+    hits = searcher.search(tantivy.Query.boolean_query(must), count, count=False).hits
+    return hits, searcher.fast_field_values('id', [address for _, address in hits])
+
+
+def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]:
+    """
+    One query per term, weighted so that tantivy's BM25 ranks as FTS5's ``bm25()``.
+
+    Both score ``idf × tf·(k1 + 1) / (tf + k1·(1 − b + b·len/avg))`` with k1 = 1.2, b = 0.75,
+    but tantivy's IDF is ``ln(1 + (N − n + 0.5) / (n + 0.5))`` and FTS5's the same log without
+    the 1 (nearly 0 for a term in most rows): each term is boosted by their ratio, from FTS5's
+    row counts, so the candidates are the ones FTS5 would rank first.
+    """
+    import tantivy
+    rows, tokens = vocab_store.fts_totals(conn)
+    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
+    total = searcher.num_docs
+    queries = []
+    for term in terms:
+        held = searcher.doc_freq('body', term)
+        if held:
+            own = math.log(1.0 + (total - held + 0.5) / (held + 0.5))
+            queries.append(tantivy.Query.boost_query(
+                tantivy.Query.term_query(schema, 'body', term, index_option='freq'),
+                stats.idf(term) / own))
+    return queries
+
+
+def _document(row: Any) -> Any:
+    import tantivy
+    return tantivy.Document(id=row[0], collection=row[1], status=row[2], body=row[3])
+
+
+def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
+    """
+    Open (or create) an index whose body field is split at spaces only.
+
+    FTS bodies are already the engine's tokens joined by spaces (text.fts_index_text), the
+    tokens the queries use; tantivy must not split or fold them again.
+    """
+    import tantivy
+    if create:
+        builder = tantivy.SchemaBuilder()
+        builder.add_integer_field('id', indexed=True, fast=True)
+        builder.add_text_field('collection', tokenizer_name='raw', index_option='basic')
+        builder.add_text_field('status', tokenizer_name='raw', index_option='basic')
+        builder.add_text_field('body', tokenizer_name=_TOKENIZER, index_option='freq')
+        index = tantivy.Index(builder.build(), path=str(directory))
+    else:
+        index = tantivy.Index.open(str(directory))
+    index.register_tokenizer(
+        _TOKENIZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
+    return index
+
+
+def _read_state(directory: pathlib.Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((directory / 'state.json').read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or state.get('format') != FORMAT:
+        return None
+    if not isinstance(state.get('seq'), int) or not isinstance(state.get('token'), str):
+        return None
+    return state
+
+
+def _write_state(directory: pathlib.Path, state: dict[str, Any]) -> None:
+    partial = directory / 'state.json.partial'
+    partial.write_text(json.dumps(state))
+    os.replace(partial, directory / 'state.json')
