@@ -107,3 +107,30 @@ def test_thresholds_and_plots_are_written(smoke_results):
                 f'recall_{MODEL}.png'} <= pngs
     for png in pngs:
         assert (smoke_results / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_text_index_bench_compares_with_fts5(tmp_path):
+    """bench/bench_text_index.py on a small store with the threshold lowered to reach it."""
+    from engine_helpers import make_engine
+    from robotmem_ros.engine import store
+    sys.path.insert(0, str(REPO / 'bench'))
+    import datagen
+    engine = make_engine(tmp_path)
+    with engine.db.write() as conn:
+        for memory in datagen.memories(600, seed=1, dup_rate=0.0):
+            store.insert_memory(conn, type_='fact', content=memory.text, collection='default',
+                                session_id='', category='observation', perception_type='',
+                                kind='semantic', confidence=0.8, context=memory.context,
+                                created_at=1_700_000_000.0)
+    engine.close()
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'bench_text_index.py'),
+                           '--store', str(tmp_path / 'memory.db'), '--queries', '12',
+                           '--min-rows', '200', '--results', str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    doc = _load(tmp_path, 'text_index_ab')
+    assert doc['text_index']['text_index_docs'] >= 590
+    for ranker in ('text_index', 'fts5'):
+        assert 0 < doc['recall'][ranker]['p50_ms'] <= doc['recall'][ranker]['p95_ms']
+    assert doc['bm25_channel_same_scores'] == 12  # a fresh store: FTS5's scores exactly
+    assert 0.5 <= doc['top10_shared'] <= 1.0

@@ -182,6 +182,7 @@ REVIEWED = {
     'embedding': "vector_store.codes_since: 'NULL' or 'e.embedding'",
     'join': "vector_store.codes_since: '' or a constant LEFT JOIN",
     'rows': "vector_store.context_ids: '(?, ?, ?)' placeholders repeated",
+    '_TEXT_LOG_WHEN': 'schema constant: the text index log triggers fire once meta names one',
 }
 
 

@@ -44,7 +44,7 @@ import uuid
 
 from robotmem_ros.engine import bm25, store, text_log_store, vocab_store
 
-LOG = logging.getLogger(__name__)
+LOG = logging.getLogger('robotmem.engine')
 
 FORMAT = 1
 CATCH_UP_S = 1.0
@@ -144,8 +144,7 @@ class TextIndex:
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=30.0)
         with self._lock:
-            self._writer = None
-            self._index = None
+            self._index, self._writer = None, None
 
     # --- state -----------------------------------------------------------------------------
 
@@ -245,6 +244,20 @@ class TextIndex:
         LOG.info('text index %s: %d rows in %.1f s', self.directory, count,
                  time.monotonic() - began)
 
+    def _own_writer(self) -> Any:
+        """
+        Return this process's writer of the index, opened once; None if another holds it.
+
+        Kept open: a writer per catch-up grew RSS by about 7 MiB a commit at 1M (RSS settled
+        15 MiB above a reader with one writer kept, docs/performance.md).
+        """
+        if self._writer is None:
+            try:
+                self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
+            except ValueError:  # LockBusy: another process holds tantivy's writer lock
+                return None
+        return self._writer
+
     def _adopt(self, index: Any, state: dict[str, Any]) -> None:
         with self._lock:
             self._index, self._state = index, state
@@ -278,14 +291,6 @@ class TextIndex:
         if held:
             with self._write() as writer_conn:
                 text_log_store.forget_changes(writer_conn, held)
-
-    def _own_writer(self) -> Any:
-        if self._writer is None:
-            try:
-                self._writer = self._index.writer(heap_size=WRITER_HEAP, num_threads=1)
-            except ValueError:  # LockBusy: another process holds tantivy's writer lock
-                return None
-        return self._writer
 
 
 def _search(conn: Any, index: Any, match: str, collection: str, active_only: bool,
