@@ -26,14 +26,16 @@ def _reference(conn, query: str, collection: str, limit: int, now: float) -> lis
     return sorted(((score, memory_id) for memory_id, score in rows))[:limit]
 
 
-def test_rank_first_returns_what_filtering_first_returns(tmp_path: pathlib.Path) -> None:
-    facts = _facts()
-    engine = make_engine(tmp_path)
-    now = time.time()
+def fill_two_collections(engine, now: float) -> list[int]:
+    """
+    Store every fact of the decision pairs; return their ids in order.
+
+    Most rows in 'a'; every 7th in 'b' (few: the first pass runs short there); every 5th of
+    'a' superseded (filtered out after ranking).
+    """
+    ids = []
     with engine.db.write() as conn:
-        for number, text in enumerate(facts):
-            # Most rows in 'a'; every 7th in 'b' (few: the first pass runs short there);
-            # every 5th of 'a' superseded (filtered out after ranking).
+        for number, text in enumerate(_facts()):
             collection = 'b' if number % 7 == 0 else 'a'
             memory_id = store.insert_memory(
                 conn, type_='fact', content=text, collection=collection, session_id='',
@@ -41,6 +43,14 @@ def test_rank_first_returns_what_filtering_first_returns(tmp_path: pathlib.Path)
                 confidence=0.8, context={}, created_at=now)
             if collection == 'a' and number % 5 == 0:
                 store.set_status(conn, memory_id, 'superseded', now=now)
+            ids.append(memory_id)
+    return ids
+
+
+def test_rank_first_returns_what_filtering_first_returns(tmp_path: pathlib.Path) -> None:
+    engine = make_engine(tmp_path)
+    now = time.time()
+    fill_two_collections(engine, now)
     conn = engine.db.reader()
     checked = 0
     for text in QUERIES:

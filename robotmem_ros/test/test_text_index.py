@@ -16,7 +16,7 @@ from engine_helpers import make_engine
 import pytest
 from robotmem_ros.engine import store, text_index
 from robotmem_ros.engine import text as textmod
-from test_dedup_candidates import _facts
+from test_fts_ranking import fill_two_collections
 
 pytestmark = pytest.mark.skipif(not text_index.available(), reason='tantivy is not installed')
 
@@ -31,20 +31,14 @@ def _quick_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(text_index, 'PRUNE_AFTER_S', 0.0)
 
 
-def _fill(engine: Any, now: float) -> list[int]:
-    ids = []
-    with engine.db.write() as conn:
-        for number, text in enumerate(_facts()):
-            # Most rows in 'a', every 7th in 'b'; every 5th of 'a' superseded.
-            collection = 'b' if number % 7 == 0 else 'a'
-            memory_id = store.insert_memory(
-                conn, type_='fact', content=text, collection=collection, session_id='',
-                category='observation', perception_type='', kind='semantic',
-                confidence=0.8, context={}, created_at=now)
-            if collection == 'a' and number % 5 == 0:
-                store.set_status(conn, memory_id, 'superseded', now=now)
-            ids.append(memory_id)
-    return ids
+def _indexed(tmp_path: pathlib.Path) -> tuple[Any, Any, float, list[int]]:
+    """Open an engine on a store over the threshold, its index current: engine, reader, ..."""
+    engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
+    now = time.time()
+    ids = fill_two_collections(engine, now)
+    conn = engine.db.reader()
+    _ready(engine, conn)
+    return engine, conn, now, ids
 
 
 def _ready(engine: Any, conn: Any, timeout: float = 60.0) -> None:
@@ -95,11 +89,7 @@ def _check_against_fts5(conn: Any, now: float, rel: float = 1e-4) -> int:
 
 
 def test_candidates_are_fts5s_best(tmp_path: pathlib.Path) -> None:
-    engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
-    now = time.time()
-    _fill(engine, now)
-    conn = engine.db.reader()
-    _ready(engine, conn)
+    engine, conn, now, _ = _indexed(tmp_path)
     assert engine.db.text.stats()['text_index_docs'] == conn.execute(
         'SELECT count(*) FROM memories_fts').fetchone()[0]
     assert _check_against_fts5(conn, now) > 100
@@ -112,13 +102,13 @@ def test_below_the_threshold_or_without_tantivy_fts5_ranks(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     engine = make_engine(tmp_path, name='small.db', text_index_min_rows=100_000)
     now = time.time()
-    _fill(engine, now)
+    fill_two_collections(engine, now)
     conn = engine.db.reader()
     assert engine.db.text.candidates(conn, '"cup"', 'a', 5, active_only=True) is None
     engine.close()
     monkeypatch.setattr(text_index, 'available', lambda: False)
     engine = make_engine(tmp_path, name='bare.db', text_index_min_rows=MIN_ROWS)
-    _fill(engine, now)
+    fill_two_collections(engine, now)
     conn = engine.db.reader()
     assert engine.db.text.candidates(conn, '"cup"', 'a', 5, active_only=True) is None
     assert _check_against_fts5(conn, now) > 100
@@ -132,11 +122,7 @@ def _search(conn: Any, text: str, now: float) -> list[int]:
 
 
 def test_changes_are_found_before_and_after_the_index_holds_them(tmp_path: pathlib.Path) -> None:
-    engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
-    now = time.time()
-    _fill(engine, now)
-    conn = engine.db.reader()
-    _ready(engine, conn)
+    engine, conn, now, _ = _indexed(tmp_path)
     with engine.db.write() as writer:
         new = store.insert_memory(
             writer, type_='fact', content='the zebra gripper holds the quokka', collection='a',
@@ -175,10 +161,7 @@ def _rewrite_state(db: pathlib.Path, **change: Any) -> None:
 
 def test_a_start_reuses_its_index_and_rebuilds_any_other(tmp_path: pathlib.Path) -> None:
     db = tmp_path / 'memory.db'
-    engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
-    now = time.time()
-    _fill(engine, now)
-    _ready(engine, engine.db.reader())
+    engine, _, now, _ = _indexed(tmp_path)
     token = _state(db)['token']
     engine.close()
 
@@ -203,11 +186,7 @@ def test_a_state_older_than_the_index_costs_time_not_answers(
     # not name. Those memories are ranked by FTS5 again: none is returned twice or by old text.
     monkeypatch.setattr(text_index, 'PRUNE_AFTER_S', 3600.0)
     db = tmp_path / 'memory.db'
-    engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
-    now = time.time()
-    ids = _fill(engine, now)
-    conn = engine.db.reader()
-    _ready(engine, conn)
+    engine, conn, now, ids = _indexed(tmp_path)
     before = _state(db)['seq']
     changed = ids[1:60:3]
     with engine.db.write() as writer:
