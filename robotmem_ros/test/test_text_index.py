@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import time
 from typing import Any
 
@@ -218,4 +219,45 @@ def test_a_state_older_than_the_index_costs_time_not_answers(
     assert _check_against_fts5(conn, now, rel=0.05) > 100
     _ready(engine, conn)
     assert _check_against_fts5(conn, now, rel=0.05) > 100
+    engine.close()
+
+
+def _log_rows(conn: Any) -> int:
+    return conn.execute('SELECT count(*) FROM text_changes').fetchone()[0]
+
+
+def test_the_log_stays_bounded_when_no_index_reads_it(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_index, 'PRUNE_AFTER_S', 3600.0)  # the worker keeps its log
+    db = tmp_path / 'memory.db'
+    engine, conn, now, ids = _indexed(tmp_path)
+    with engine.db.write() as writer:
+        for memory_id in ids[:30]:
+            store.set_status(writer, memory_id, 'forgotten', now=now)
+    _ready(engine, conn)
+    assert _log_rows(conn) >= 30
+    engine.close()
+    # An open with the index off: what the index on disk holds leaves the log, the rest stays.
+    monkeypatch.setattr(text_index, 'PRUNE_AFTER_S', 0.0)
+    engine = make_engine(tmp_path, text_index_min_rows=0)
+    conn = engine.db.reader()
+    assert _log_rows(conn) == 0 and store.get_meta(conn, text_index.META_KEY) is not None
+    with engine.db.write() as writer:
+        store.set_status(writer, ids[40], 'forgotten', now=now)
+    assert _log_rows(conn) == 1
+    engine.close()
+    # With no index of this store on disk, nothing would read the log: it stops.
+    shutil.rmtree(text_index.path_for(db))
+    engine = make_engine(tmp_path, text_index_min_rows=0)
+    conn = engine.db.reader()
+    assert _log_rows(conn) == 0 and store.get_meta(conn, text_index.META_KEY) is None
+    with engine.db.write() as writer:
+        store.set_status(writer, ids[41], 'forgotten', now=now)
+    assert _log_rows(conn) == 0
+    engine.close()
+    # Turned on again, the index is built anew and is exact.
+    engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
+    conn = engine.db.reader()
+    _ready(engine, conn)
+    assert _check_against_fts5(conn, now) > 100
     engine.close()

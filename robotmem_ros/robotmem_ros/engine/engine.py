@@ -66,6 +66,7 @@ class MemoryEngine:
                 began, old = time.monotonic(), migrate(conn)
                 store.adopt_legacy_vectors(conn, vec_loaded=self.db.has_vec)
                 filled = store.fill_filters(conn)
+                self.db.text.tidy(conn)
                 if old < SCHEMA_VERSION:
                     LOG.info('store %s: schema %d -> %d in %.1f s (%d vectors given filter ids)',
                              self.db.path, old, SCHEMA_VERSION, time.monotonic() - began, filled)

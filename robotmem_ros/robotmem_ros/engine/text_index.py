@@ -113,8 +113,8 @@ class TextIndex:
             return None
         self._start_worker(conn)
         index, seq = self._current()
-        if index is None:
-            return None
+        if index is None or store.get_meta(conn, META_KEY) != self._state.get('token'):
+            return None  # none yet, or the store stopped logging for it (tidy): FTS5 ranks
         changed = text_log_store.changed_since(conn, seq)
         asked = depth + len(changed)
         try:
@@ -128,6 +128,26 @@ class TextIndex:
         ranked = [(int(memory_id), -float(score)) for (score, _), memory_id in zip(hits, ids)
                   if memory_id not in left_out]
         return ranked[:depth], changed, len(hits) == asked
+
+    def tidy(self, conn: Any) -> None:
+        """
+        Keep the change log bounded, in the caller's write (the engine's open).
+
+        Rows the index's state has named for PRUNE_AFTER_S go. A log that no index here can
+        read (no index of this store on disk, and this process builds none: off, no tantivy,
+        or a store under the threshold) stops: meta and rows are deleted, and an index built
+        later starts a log of its own.
+        """
+        token = store.get_meta(conn, META_KEY)
+        if token is None:
+            return
+        state = _read_state(self.directory)
+        if state is not None and state['token'] == token:
+            if time.time() - (self.directory / 'state.json').stat().st_mtime >= PRUNE_AFTER_S:
+                text_log_store.forget_changes(conn, int(state['seq']))
+        elif not self._min_rows or vocab_store.fts_totals(conn)[0] < self._min_rows:
+            store.delete_meta(conn, META_KEY)
+            text_log_store.forget_changes(conn, text_log_store.last_change(conn))
 
     def stats(self) -> dict[str, Any]:
         """Documents held, last change held, whether a build runs, the last error."""
@@ -266,6 +286,8 @@ class TextIndex:
     def _catch_up(self, conn: Any) -> None:
         done = int(self._state['seq'])
         with self._snapshot(conn):
+            if store.get_meta(conn, META_KEY) != self._state.get('token'):
+                raise ValueError('the store no longer logs changes for this index')
             seq = text_log_store.last_change(conn)
             if seq <= done:
                 return
