@@ -162,9 +162,12 @@ def _rewrite_state(db: pathlib.Path, **change: Any) -> None:
 
 def test_a_start_reuses_its_index_and_rebuilds_any_other(tmp_path: pathlib.Path) -> None:
     db = tmp_path / 'memory.db'
+    left = tmp_path / 'memory.db-tindex.build-999999999'  # a build killed with its process
+    left.mkdir()
     engine, _, now, _ = _indexed(tmp_path)
     token = _state(db)['token']
     engine.close()
+    assert not left.exists()
 
     for spoil, rebuilt in ((lambda: None, False),
                            (lambda: _rewrite_state(db, token='another store'), True),
@@ -260,4 +263,72 @@ def test_the_log_stays_bounded_when_no_index_reads_it(
     conn = engine.db.reader()
     _ready(engine, conn)
     assert _check_against_fts5(conn, now) > 100
+    engine.close()
+
+
+# A writer process killed with SIGKILL while it learns and forgets memories (its worker commits
+# every CATCH_UP_S): every acknowledged change holds after a restart.
+_WRITER = """
+import pathlib, random, sys, time
+from engine_helpers import make_engine
+from robotmem_ros.engine import store, text_index
+from test_fts_ranking import fill_two_collections
+text_index.CATCH_UP_S = 0.02
+tmp = pathlib.Path(sys.argv[1])
+engine = make_engine(tmp, text_index_min_rows=%d)
+now = time.time()
+ids = fill_two_collections(engine, now)
+conn = engine.db.reader()
+engine.db.text.candidates(conn, '"cup"', 'a', 1, active_only=True)
+print('ready', flush=True)
+rng = random.Random(int(sys.argv[2]))
+for number in range(100000):
+    with engine.db.write() as writer:  # committed when the block ends: then acknowledged
+        if number %% 3 == 2:
+            mid, done = rng.choice(ids), 'forgot'
+            store.set_status(writer, mid, 'forgotten', now=now)
+        else:
+            done = 'learned'
+            mid = store.insert_memory(
+                writer, type_='fact', content=f'okapi memo{number}z holds a wombat',
+                collection='a', session_id='', category='observation', perception_type='',
+                kind='semantic', confidence=0.8, context={}, created_at=now)
+    print(done, mid, number, flush=True)
+    time.sleep(0.003)
+""" % MIN_ROWS
+
+
+@pytest.mark.parametrize('seed', [1, 2])
+def test_kill_9_while_writing_loses_no_change(tmp_path: pathlib.Path, seed: int) -> None:
+    import signal
+    import subprocess
+    import sys
+    here = pathlib.Path(__file__).resolve().parent
+    child = subprocess.Popen([sys.executable, '-c', _WRITER, str(tmp_path), str(seed)],
+                             cwd=here, stdout=subprocess.PIPE, text=True)
+    acked: list[list[str]] = []
+    started = 0.0
+    for line in child.stdout:
+        acked.append(line.split())
+        started = started or (time.monotonic() if line.startswith('ready') else 0.0)
+        if started and time.monotonic() - started > 2.0 + seed:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    learned = {int(a[1]): int(a[2]) for a in acked if a[0] == 'learned'}
+    forgot = {int(a[1]) for a in acked if a[0] == 'forgot'}
+    assert len(learned) > 20 and forgot
+    engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
+    conn = engine.db.reader()
+    now = time.time()
+    for attempt in ('as found', 'caught up'):
+        for memory_id, number in learned.items():
+            got = _search(conn, f'memo{number}z', now)
+            assert got == [memory_id], (attempt, memory_id, got)
+        for memory_id in forgot:
+            text = conn.execute('SELECT content FROM memories WHERE id = ?',
+                                (memory_id,)).fetchone()[0]
+            assert memory_id not in _search(conn, text, now), (attempt, memory_id)
+        assert _check_against_fts5(conn, now, rel=0.05) > 100
+        _ready(engine, conn)
     engine.close()

@@ -236,6 +236,7 @@ class TextIndex:
         token = uuid.uuid4().hex
         with self._write() as writer_conn:  # from here on every change is logged
             store.set_meta(writer_conn, META_KEY, token)
+        _clear_dead_builds(self.directory)
         building = self.directory.with_name(f'{self.directory.name}.build-{os.getpid()}')
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
@@ -382,6 +383,24 @@ def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
     index.register_tokenizer(
         _TOKENIZER, tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace()).build())
     return index
+
+
+def _clear_dead_builds(directory: pathlib.Path) -> None:
+    """Delete the build directories of processes that died building (kill -9 mid-build)."""
+    for partial in directory.parent.glob(f'{directory.name}.build-*'):
+        pid = partial.name.rsplit('-', 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _read_state(directory: pathlib.Path) -> dict[str, Any] | None:
