@@ -122,7 +122,8 @@ def _search(conn: Any, text: str, now: float) -> list[int]:
     return [i for i, _ in store.fts_search(conn, textmod.fts_query(text), 'a', 10, now=now)]
 
 
-def test_changes_are_found_before_and_after_the_index_holds_them(tmp_path: pathlib.Path) -> None:
+def test_changes_are_found_before_and_after_the_index_holds_them(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     engine, conn, now, _ = _indexed(tmp_path)
     with engine.db.write() as writer:
         new = store.insert_memory(
@@ -130,6 +131,10 @@ def test_changes_are_found_before_and_after_the_index_holds_them(tmp_path: pathl
             session_id='', category='observation', perception_type='', kind='semantic',
             confidence=0.8, context={}, created_at=now)
     assert _search(conn, 'zebra quokka', now) == [new]  # before the index holds it
+    monkeypatch.setattr(text_index, 'MAX_CHANGED', -1)  # always over: as after a burst
+    assert engine.db.text.candidates(conn, '"zebra"', 'a', 5, active_only=True) is None
+    assert _search(conn, 'zebra quokka', now) == [new]
+    monkeypatch.setattr(text_index, 'MAX_CHANGED', 10_000)
     _ready(engine, conn)
     assert _search(conn, 'zebra quokka', now) == [new]  # held by the index
     with engine.db.write() as writer:

@@ -50,6 +50,9 @@ FORMAT = 1
 CATCH_UP_S = 1.0
 PRUNE_AFTER_S = 30.0
 WRITER_HEAP = 15_000_000  # tantivy's least heap for one indexing thread
+# More changes than this not yet applied (a batch of perceptions): FTS5 ranks until the worker
+# catches up, since ranking that many apart would cost what FTS5's full ranking costs.
+MAX_CHANGED = 10_000
 META_KEY = 'text_index'
 _TOKENIZER = 'robotmem_tokens'
 _TERM = re.compile(r'"((?:[^"]|"")*)"')
@@ -116,6 +119,8 @@ class TextIndex:
         if index is None or store.get_meta(conn, META_KEY) != self._state.get('token'):
             return None  # none yet, or the store stopped logging for it (tidy): FTS5 ranks
         changed = text_log_store.changed_since(conn, seq)
+        if len(changed) > MAX_CHANGED:  # a burst the worker has not applied yet
+            return None
         asked = depth + len(changed)
         try:
             hits, ids = _search(conn, index, match, collection, active_only, asked)
