@@ -334,6 +334,6 @@ def test_kill_9_while_writing_loses_no_change(tmp_path: pathlib.Path, seed: int)
             text = conn.execute('SELECT content FROM memories WHERE id = ?',
                                 (memory_id,)).fetchone()[0]
             assert memory_id not in _search(conn, text, now), (attempt, memory_id)
-        assert _check_against_fts5(conn, now, rel=0.05) > 100
+        assert _check_against_fts5(conn, now, rel=0.05) > 30  # fewer: facts were forgotten
         _ready(engine, conn)
     engine.close()
