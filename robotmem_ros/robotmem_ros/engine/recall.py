@@ -225,13 +225,7 @@ def _rescored(conn: Any, hits: list[tuple[int, float]], terms: list[str], cfg: A
     if not hits:
         return []
     return bm25.rescore(store.fts_bodies(conn, [i for i, _ in hits]), terms,
-                        _corpus_stats(conn, terms), cfg.bm25_k1, cfg.bm25_b)
-
-
-def _corpus_stats(conn: Any, terms: list[str]) -> bm25.CorpusStats:
-    """Return what BM25 needs of the index for ``terms``, as of the last commit."""
-    rows, tokens = vocab_store.fts_totals(conn)
-    return bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
+                        vocab_store.corpus_stats(conn, terms), cfg.bm25_k1, cfg.bm25_b)
 
 
 def _fuse(bm: list[tuple[int, float]], vec: list[tuple[int, float]], cfg: Any
@@ -261,7 +255,7 @@ def _with_feedback(conn: Any, scores: dict[int, float], bm: list[tuple[int, floa
     if not weights:
         return scores
     words = feedback.candidates(weights, cfg.feedback_terms)
-    stats = _corpus_stats(conn, [*terms, *words])
+    stats = vocab_store.corpus_stats(conn, [*terms, *words])
     expansion = feedback.best_terms(weights, words, stats.idf, cfg.feedback_terms)
     if not expansion:
         return scores

@@ -42,7 +42,7 @@ import time
 from typing import Any, Callable, ContextManager
 import uuid
 
-from robotmem_ros.engine import bm25, store, text_log_store, vocab_store
+from robotmem_ros.engine import store, text_log_store, vocab_store
 
 LOG = logging.getLogger('robotmem.engine')
 
@@ -125,9 +125,7 @@ class TextIndex:
         try:
             hits, ids = _search(conn, index, match, collection, active_only, asked)
         except ValueError as exc:  # tantivy's errors (a damaged file): FTS5 answers
-            if str(exc) != self.error:
-                LOG.warning('text index %s: %s; FTS5 ranks', self.directory, exc)
-            self.error = str(exc)
+            self._report(exc)
             return None
         left_out = set(changed)
         ranked = [(int(memory_id), -float(score)) for (score, _), memory_id in zip(hits, ids)
@@ -202,6 +200,12 @@ class TextIndex:
             self._state, self._state_mtime = state, mtime
         return index, int(self._state['seq'])
 
+    def _report(self, exc: Exception) -> None:
+        """Log a failure once (the worker retries every CATCH_UP_S) and keep it for stats."""
+        if str(exc) != self.error:
+            LOG.warning('text index %s: %s; FTS5 ranks meanwhile', self.directory, exc)
+        self.error = str(exc)
+
     def _run(self) -> None:
         conn = self._opener()
         try:
@@ -213,10 +217,7 @@ class TextIndex:
                         self._catch_up(conn)
                     self.error = ''
                 except Exception as exc:  # noqa: BLE001 - the worker must outlive one failure
-                    if str(exc) != self.error:
-                        LOG.warning('text index %s: %s; FTS5 ranks meanwhile',
-                                    self.directory, exc)
-                    self.error = str(exc)
+                    self._report(exc)
                     with self._lock:
                         self._index, self._writer = None, None
                 self._stop.wait(CATCH_UP_S)
@@ -349,8 +350,7 @@ def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]
     row counts, so the candidates are the ones FTS5 would rank first.
     """
     import tantivy
-    rows, tokens = vocab_store.fts_totals(conn)
-    stats = bm25.CorpusStats(rows, tokens, vocab_store.row_counts(conn, terms, exact=True))
+    stats = vocab_store.corpus_stats(conn, terms)
     total = searcher.num_docs
     queries = []
     for term in terms:

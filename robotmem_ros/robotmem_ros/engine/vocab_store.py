@@ -13,6 +13,8 @@ import time
 from typing import Any, Iterable
 import weakref
 
+from robotmem_ros.engine import bm25
+
 # Per connection: the FTS5 vocabulary of memories_fts, one row per term with its row count.
 _VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
           "USING fts5vocab(main, 'memories_fts', 'row')")
@@ -66,6 +68,12 @@ def row_counts(conn: Any, terms: Iterable[str], *, exact: bool = False) -> dict[
             counts[term] = found.get(term, 0)
             cache[term] = (counts[term], now, version)
     return counts
+
+
+def corpus_stats(conn: Any, terms: Iterable[str]) -> bm25.CorpusStats:
+    """Return what BM25 needs of the index for ``terms``, as of the last commit."""
+    rows, tokens = fts_totals(conn)
+    return bm25.CorpusStats(rows, tokens, row_counts(conn, terms, exact=True))
 
 
 def _rarest_first(conn: Any, terms: Iterable[str]) -> list[tuple[str, int]]:
