@@ -9,13 +9,17 @@ model's query vectors are computed beforehand), the share of the final top 10 bo
 the BM25 channel itself (``store.fts_search`` at the recall's depth): in how many queries the
 two give the same scores, and the same ids.
 
+Then learn: fresh bench facts (5 % rewordings of earlier ones), each learned by one of the two
+in turn, after asking both for the dedup Jaccard layer's candidates (``jaccard_store``: named
+by the text index, or by FTS5's rare-token query) and counting the facts where they agree.
+
 The store is one that ``bench/bench_scale.py`` filled (its ``--work`` directory's
 ``scale.db``), or any store at least ``text_index_min_rows`` large. Results go to
 bench/results/NAME.json (default text_index_ab).
 
 Usage::
 
-    python bench/bench_text_index.py --store /tmp/scale/scale.db [--queries 240]
+    python bench/bench_text_index.py --store /tmp/scale/scale.db [--queries 240] [--learns 200]
 """
 
 from __future__ import annotations
@@ -58,14 +62,39 @@ def _channel(engine: Any, query: str) -> list[tuple[int, float]]:
                             engine.config.fusion_depth, now=time.time())
 
 
-def measure(path: pathlib.Path, count: int, seed: int, min_rows: int) -> dict[str, Any]:
-    """Ask ``count`` bench queries of both engines, alternating; return the figures."""
+def _jaccard_candidates(engine: Any, content: str) -> list[tuple[int, float]]:
+    from robotmem_ros.engine import jaccard_store
+    from robotmem_ros.engine import text as textmod
+    return jaccard_store.candidates(engine.db.reader(), textmod.jaccard_tokens(content),
+                                    engine.config.collection, 5,
+                                    engine.config.dedup_jaccard_threshold, now=time.time())
+
+
+def _learn(indexed: Any, plain: Any, facts: list[Any]) -> dict[str, Any]:
+    """Learn ``facts`` in turn by each engine; compare their Jaccard candidates first."""
+    times: dict[str, list[float]] = {'text_index': [], 'fts5': []}
+    agree = 0
+    for number, fact in enumerate(facts):
+        agree += _jaccard_candidates(indexed, fact.text) == _jaccard_candidates(plain, fact.text)
+        name, engine = (('text_index', indexed), ('fts5', plain))[number % 2]
+        started = time.perf_counter()
+        engine.learn(fact.text, fact.context)
+        times[name].append((time.perf_counter() - started) * 1000)
+    return {'learn': {name: latency_summary(samples) for name, samples in times.items()},
+            'jaccard_candidates_agree': agree, 'learns': len(facts)}
+
+
+def measure(path: pathlib.Path, count: int, seed: int, min_rows: int,
+            learns: int = 0) -> dict[str, Any]:
+    """Ask ``count`` bench queries of both engines, alternating, then learn; the figures."""
     from robotmem_ros.config import MemoryConfig
     from robotmem_ros.embedding import load_embedder
     from precomputed import PrecomputedEmbedder
     real = load_embedder(MemoryConfig())
     queries = datagen.queries(count + 20, seed=seed)
-    embedder = PrecomputedEmbedder(real, queries, real.embed(queries))
+    facts = list(datagen.memories(learns, seed=seed + 1_000_003))
+    texts = queries + [fact.text for fact in facts]
+    embedder = PrecomputedEmbedder(real, texts, real.embed(texts))
     indexed = _engine(path, embedder, min_rows)
     plain = _engine(path, embedder, 0)
     settled = {'text_index_s': _settle(indexed, True), 'fts5_s': _settle(plain, False)}
@@ -94,6 +123,8 @@ def measure(path: pathlib.Path, count: int, seed: int, min_rows: int) -> dict[st
               'recall': {name: latency_summary(samples) for name, samples in times.items()},
               'top10_shared': sum(shared) / len(shared),
               'bm25_channel_same_scores': same_scores, 'bm25_channel_same_ids': same_ids}
+    if facts:
+        result.update(_learn(indexed, plain, facts))
     indexed.close()
     plain.close()
     return result
@@ -105,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--store', required=True, type=pathlib.Path)
     parser.add_argument('--queries', type=int, default=240)
     parser.add_argument('--seed', type=int, default=22)
+    parser.add_argument('--learns', type=int, default=200)
     parser.add_argument('--min-rows', type=int, default=None,
                         help='text_index_min_rows of the indexed engine (default: the shipped)')
     parser.add_argument('--name', default='text_index_ab')
@@ -114,13 +146,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from robotmem_ros.config import MemoryConfig
     if args.min_rows is None:
         args.min_rows = MemoryConfig().text_index_min_rows
-    result = measure(args.store, args.queries, args.seed, args.min_rows)
-    recall = result['recall']
-    print_table('recall, interleaved (ms)', ('ranker', 'p50', 'p95'), [
-        (name, f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}") for name, row in recall.items()])
+    result = measure(args.store, args.queries, args.seed, args.min_rows, args.learns)
+    for call in ('recall', 'learn'):
+        print_table(f'{call}, interleaved (ms)', ('ranker', 'p50', 'p95'), [
+            (name, f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}")
+            for name, row in result.get(call, {}).items()])
     print(f"top 10 shared {result['top10_shared']:.3f}; BM25 channel: same scores in "
           f"{result['bm25_channel_same_scores']} / {args.queries} queries, same ids in "
           f"{result['bm25_channel_same_ids']}")
+    if args.learns:
+        print(f"Jaccard candidates agree in {result['jaccard_candidates_agree']} / {args.learns}")
     print(f"wrote {write_result(args.name, {'params': vars(args), **result}, args.results)}")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -75,3 +76,17 @@ def with_context(engine: MemoryEngine, vectors: np.ndarray | None, context: dict
             if vectors is not None:
                 store.put_vector(conn, memory_id, vectors[number])
     return ids
+
+
+def wait_for_text_index(engine: Any, conn: Any, timeout: float = 60.0) -> None:
+    """Ask once (which starts the index's worker), then wait until it holds every change."""
+    engine.db.text.candidates(conn, '"cup"', 'a', 1, active_only=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        held = engine.db.text.stats()
+        last = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'text_changes'"
+                            ).fetchone()
+        if held['text_index_docs'] and held['text_index_seq'] >= (last[0] if last else 0):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f'text index not current: {engine.db.text.stats()}')

@@ -125,12 +125,14 @@ def test_text_index_bench_compares_with_fts5(tmp_path):
     engine.close()
     proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'bench_text_index.py'),
                            '--store', str(tmp_path / 'memory.db'), '--queries', '12',
-                           '--min-rows', '200', '--results', str(tmp_path)],
+                           '--learns', '12', '--min-rows', '200', '--results', str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     doc = _load(tmp_path, 'text_index_ab')
     assert doc['text_index']['text_index_docs'] >= 590
     for ranker in ('text_index', 'fts5'):
-        assert 0 < doc['recall'][ranker]['p50_ms'] <= doc['recall'][ranker]['p95_ms']
+        for call in ('recall', 'learn'):
+            assert 0 < doc[call][ranker]['p50_ms'] <= doc[call][ranker]['p95_ms']
+    assert doc['jaccard_candidates_agree'] == 12  # the index names what FTS5 finds
     assert doc['bm25_channel_same_scores'] == 12  # a fresh store: FTS5's scores exactly
     assert 0.5 <= doc['top10_shared'] <= 1.0

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pathlib
 import time
+from typing import Any
 
-from engine_helpers import make_engine
+from engine_helpers import make_engine, wait_for_text_index
 import pytest
-from robotmem_ros.engine import jaccard_store, store
+from robotmem_ros.engine import jaccard_store, store, text_index
 from robotmem_ros.engine import text as textmod
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / 'bench' / 'data'
@@ -40,17 +41,15 @@ def test_overlap_terms_hold_for_every_possible_set(n: int) -> None:
                     assert size - (n - shared) >= k
 
 
-def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path) -> None:
-    facts = _facts()
-    assert len(facts) > 300
-    engine = make_engine(tmp_path)
-    now = time.time()
+def _insert(engine: Any, texts: list[str], now: float) -> list[int]:
     with engine.db.write() as conn:  # every text, rewordings included (no dedup on this path)
-        ids = [store.insert_memory(conn, type_='fact', content=text, collection='default',
-                                   session_id='', category='observation', perception_type='',
-                                   kind='semantic', confidence=0.8, context={}, created_at=now)
-               for text in facts]
-    conn = engine.db.reader()
+        return [store.insert_memory(conn, type_='fact', content=text, collection='default',
+                                    session_id='', category='observation', perception_type='',
+                                    kind='semantic', confidence=0.8, context={}, created_at=now)
+                for text in texts]
+
+
+def _check_exhaustively(conn: Any, facts: list[str], ids: list[int], now: float) -> None:
     stored = {i: textmod.jaccard_tokens(t) for i, t in zip(ids, facts)}
     near_pairs = 0
     for probe in facts:
@@ -65,12 +64,46 @@ def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path) -> None:
             assert [hit for hit in wide if hit[1] >= threshold] == above, probe
         near_pairs += sum(1 for score, _ in exhaustive if 0.7 < -score < 1.0)
     assert near_pairs >= 20  # the data really holds rewordings above the threshold
+
+
+def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path) -> None:
+    facts = _facts()
+    assert len(facts) > 300
+    engine = make_engine(tmp_path)
+    ids = _insert(engine, facts, time.time())
+    _check_exhaustively(engine.db.reader(), facts, ids, time.time())
     engine.close()
 
 
+@pytest.mark.skipif(not text_index.available(), reason='tantivy is not installed')
+def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Half the facts in the index, half learned since (the log): the same exact answers."""
+    facts = _facts()
+    engine = make_engine(tmp_path, text_index_min_rows=100)
+    now = time.time()
+    ids = _insert(engine, facts[:len(facts) // 2], now)
+    conn = engine.db.reader()
+    wait_for_text_index(engine, conn)
+    monkeypatch.setattr(text_index.TextIndex, '_catch_up', lambda self, conn: None)
+    ids += _insert(engine, facts[len(facts) // 2:], now)
+    tokens = textmod.jaccard_tokens(facts[0])
+    named = engine.db.text.overlapping(conn, tokens, 'default', 0.7)
+    assert named is not None and ids[0] in named  # the index answers, not FTS5
+    assert set(ids[len(facts) // 2:]) <= set(named)  # the facts it does not hold yet
+    monkeypatch.setattr(text_index, 'OVERLAPPING_FIRST', 2)  # a second, wider search
+    monkeypatch.setattr(text_index, 'MAX_OVERLAPPING', 3)  # more share a token: FTS5 answers
+    assert engine.db.text.overlapping(conn, tokens, 'default', 0.0) is None
+    monkeypatch.setattr(text_index, 'MAX_OVERLAPPING', len(facts))
+    _check_exhaustively(conn, facts, ids, now)
+    engine.close()
+
+
+@pytest.mark.parametrize('indexed', [False, pytest.param(True, marks=pytest.mark.skipif(
+    not text_index.available(), reason='tantivy is not installed'))])
 def test_candidates_keep_to_active_facts_of_the_collection_and_session(
-        tmp_path: pathlib.Path) -> None:
-    engine = make_engine(tmp_path)
+        tmp_path: pathlib.Path, indexed: bool) -> None:
+    engine = make_engine(tmp_path, **({'text_index_min_rows': 1} if indexed else {}))
     now = time.time()
     text = 'the red cup on shelf two needs a grip force of 12.5 N'
     with engine.db.write() as conn:
@@ -88,6 +121,9 @@ def test_candidates_keep_to_active_facts_of_the_collection_and_session(
         store.set_status(conn, gone, 'superseded', now=now)
     conn = engine.db.reader()
     tokens = textmod.jaccard_tokens(text)
+    if indexed:
+        wait_for_text_index(engine, conn)
+        assert engine.db.text.overlapping(conn, tokens, 'a', 0.0) is not None
     assert [i for i, _ in jaccard_store.candidates(conn, tokens, 'a', 5, 0.7, now=now)] == [
         mine, in_session]
     assert [i for i, _ in jaccard_store.candidates(conn, tokens, 'a', 5, 0.7, now=now,

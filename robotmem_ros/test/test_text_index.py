@@ -13,7 +13,7 @@ import shutil
 import time
 from typing import Any
 
-from engine_helpers import make_engine
+from engine_helpers import make_engine, wait_for_text_index
 import pytest
 from robotmem_ros.engine import store, text_index
 from robotmem_ros.engine import text as textmod
@@ -38,22 +38,8 @@ def _indexed(tmp_path: pathlib.Path) -> tuple[Any, Any, float, list[int]]:
     now = time.time()
     ids = fill_two_collections(engine, now)
     conn = engine.db.reader()
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     return engine, conn, now, ids
-
-
-def _ready(engine: Any, conn: Any, timeout: float = 60.0) -> None:
-    """Ask once (which starts the worker), then wait until the index holds every change."""
-    engine.db.text.candidates(conn, '"cup"', 'a', 1, active_only=True)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        held = engine.db.text.stats()
-        last = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'text_changes'"
-                            ).fetchone()
-        if held['text_index_docs'] and held['text_index_seq'] >= (last[0] if last else 0):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f'text index not current: {engine.db.text.stats()}')
 
 
 def _every_match(conn: Any, query: str, collection: str, now: float) -> dict[int, float]:
@@ -135,18 +121,18 @@ def test_changes_are_found_before_and_after_the_index_holds_them(
     assert engine.db.text.candidates(conn, '"zebra"', 'a', 5, active_only=True) is None
     assert _search(conn, 'zebra quokka', now) == [new]
     monkeypatch.setattr(text_index, 'MAX_CHANGED', 10_000)
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     assert _search(conn, 'zebra quokka', now) == [new]  # held by the index
     with engine.db.write() as writer:
         store.replace_content(writer, new, 'the okapi gripper holds the wombat', {})
     assert _search(conn, 'zebra quokka', now) == []  # its old text, still in the index
     assert _search(conn, 'okapi wombat', now) == [new]
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     assert _search(conn, 'zebra quokka', now) == [] and _search(conn, 'okapi wombat', now) == [new]
     with engine.db.write() as writer:
         store.set_status(writer, new, 'forgotten', now=now)
     assert _search(conn, 'okapi wombat', now) == []
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     assert _search(conn, 'okapi wombat', now) == []
     # Applied changes leave the log (PRUNE_AFTER_S is 0 here).
     deadline = time.monotonic() + 30
@@ -182,7 +168,7 @@ def test_a_start_reuses_its_index_and_rebuilds_any_other(tmp_path: pathlib.Path)
         spoil()
         engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
         conn = engine.db.reader()
-        _ready(engine, conn)
+        wait_for_text_index(engine, conn)
         assert (_state(db)['token'] != token) == rebuilt
         token = _state(db)['token']
         assert _check_against_fts5(conn, now) > 100
@@ -201,7 +187,7 @@ def test_a_state_older_than_the_index_costs_time_not_answers(
     with engine.db.write() as writer:
         for number, memory_id in enumerate(changed):
             store.replace_content(writer, memory_id, f'zebra cup {number} on the okapi shelf', {})
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     assert _state(db)['seq'] > before
     engine.close()
     _rewrite_state(db, seq=before)
@@ -225,7 +211,7 @@ def test_a_state_older_than_the_index_costs_time_not_answers(
                             (i,)).fetchone()[:] == ('active', 'a')}
     assert sorted(got) == sorted(live) and len(set(got)) == len(got)
     assert _check_against_fts5(conn, now, rel=0.05) > 100
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     assert _check_against_fts5(conn, now, rel=0.05) > 100
     engine.close()
 
@@ -242,7 +228,7 @@ def test_the_log_stays_bounded_when_no_index_reads_it(
     with engine.db.write() as writer:
         for memory_id in ids[:30]:
             store.set_status(writer, memory_id, 'forgotten', now=now)
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     assert _log_rows(conn) >= 30
     engine.close()
     # An open with the index off: what the index on disk holds leaves the log, the rest stays.
@@ -266,7 +252,7 @@ def test_the_log_stays_bounded_when_no_index_reads_it(
     # Turned on again, the index is built anew and is exact.
     engine = make_engine(tmp_path, text_index_min_rows=MIN_ROWS)
     conn = engine.db.reader()
-    _ready(engine, conn)
+    wait_for_text_index(engine, conn)
     assert _check_against_fts5(conn, now) > 100
     engine.close()
 
@@ -275,7 +261,7 @@ def test_the_log_stays_bounded_when_no_index_reads_it(
 # every CATCH_UP_S): every acknowledged change holds after a restart.
 _WRITER = """
 import pathlib, random, sys, time
-from engine_helpers import make_engine
+from engine_helpers import make_engine, wait_for_text_index
 from robotmem_ros.engine import store, text_index
 from test_fts_ranking import fill_two_collections
 text_index.CATCH_UP_S = 0.02
@@ -335,5 +321,5 @@ def test_kill_9_while_writing_loses_no_change(tmp_path: pathlib.Path, seed: int)
                                 (memory_id,)).fetchone()[0]
             assert memory_id not in _search(conn, text, now), (attempt, memory_id)
         assert _check_against_fts5(conn, now, rel=0.05) > 30  # fewer: facts were forgotten
-        _ready(engine, conn)
+        wait_for_text_index(engine, conn)
     engine.close()

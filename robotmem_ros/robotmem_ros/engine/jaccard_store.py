@@ -21,26 +21,31 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import math
 from typing import Any
 
+from robotmem_ros.engine import store, vocab_store
 from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine import vocab_store
 
 # Rows must hold this many of the rarest tokens (AND groups), unless that takes more groups.
 OVERLAP = 2
 MAX_GROUPS = 64
-_ACTIVE = "m.status = 'active' AND (m.valid_until IS NULL OR m.valid_until > :now)"
 
 
-def overlap_terms(n: int, threshold: float) -> tuple[int, int]:
+def least_overlap(n: int, threshold: float) -> int:
     """
-    (q, k): any set with Jaccard >= threshold against an n-token set holds k of any q of them.
+    Return m: any set with Jaccard >= threshold against an n-token set holds m of its tokens.
 
     ``m = ⌈t·n⌉``, computed a hair low (a whole ``t·n`` up to rounding gives ``t·n``), so a
     float comparison at the boundary never accepts a pair that the filter dropped.
     """
-    m = max(1, math.floor(threshold * n - 1e-9) + 1)
+    return max(1, math.floor(threshold * n - 1e-9) + 1)
+
+
+def overlap_terms(n: int, threshold: float) -> tuple[int, int]:
+    """(q, k): any set with Jaccard >= threshold against an n-token set holds k of any q."""
+    m = least_overlap(n, threshold)
     k = min(OVERLAP, m)
     if math.comb(n - m + k, k) > MAX_GROUPS:
         k = 1
@@ -51,29 +56,36 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
                threshold: float, *, now: float, session_id: str = ''
                ) -> list[tuple[int, float]]:
     """
-    Return the ``limit`` active facts nearest ``tokens`` by Jaccard: (id, jaccard), best first.
+    Return the ``limit`` active facts nearest ``tokens`` with Jaccard >= ``threshold``.
 
-    Ties go to the lower id. Exact over every fact scoring ``threshold`` or more (the filter
-    drops none of them); facts below it may be missing from the list.
+    (id, jaccard), best first, ties to the lower id; exact: the filter drops no such fact. In
+    a store with a text index (engine/text_index.py) the index names the facts that can reach
+    the threshold, except within a session; FTS5's rare-token filter otherwise. Both find
+    facts below the threshold as well, different ones: those are left out.
     """
     if not tokens:
         return []
-    size, k = overlap_terms(len(tokens), threshold)
-    prefix = [_quoted(t) for t in vocab_store.rarest(conn, tokens, size)]
-    query = ' OR '.join('(' + ' AND '.join(group) + ')'
-                        for group in itertools.combinations(prefix, k))
-    where = ['memories_fts MATCH :q', 'm.collection = :c', "m.type = 'fact'", _ACTIVE]
+    where = ['m.collection = :c', "m.type = 'fact'", store.ACTIVE_SQL]
     if session_id:
         where.append('m.session_id = :s')
-    # CROSS JOIN: the FTS match list is the outer loop (see store.fts_search).
-    rows = conn.execute(
-        f'SELECT m.id, memories_fts.body FROM memories_fts CROSS JOIN memories m '
-        f'ON m.id = memories_fts.rowid WHERE {" AND ".join(where)}',
-        {'q': query, 'c': collection, 'now': now, 's': session_id}).fetchall()
-    # Rank by the FTS body (the text's tokens, space separated: a split instead of a tokenizer
-    # run per row), then score the kept ones from their text, as the judge compares them.
-    best = [memory_id for _, memory_id in heapq.nsmallest(
-        limit, ((-_body_jaccard(tokens, body), memory_id) for memory_id, body in rows))]
+    params = {'c': collection, 'now': now, 's': session_id}
+    index = getattr(conn, 'text_index', None)
+    named = (index.overlapping(conn, tokens, collection, threshold)
+             if index is not None and not session_id else None)
+    if named is None:
+        rows = _matched(conn, tokens, threshold, where, params)
+    else:
+        # CROSS JOIN: the named ids are the outer loop (primary key and rowid lookups).
+        params['ids'] = json.dumps(named)
+        rows = conn.execute(
+            f'SELECT m.id, f.body FROM json_each(:ids) j CROSS JOIN memories m '
+            f'ON m.id = j.value CROSS JOIN memories_fts f ON f.rowid = m.id '
+            f'WHERE {" AND ".join(where)}', params).fetchall()
+    # Rank by the FTS body (the text's tokens, space separated), then score the kept ones from
+    # their text, as the judge compares them.
+    best = [memory_id for score, memory_id in heapq.nsmallest(
+        limit, ((-textmod.jaccard(tokens, textmod.body_jaccard_tokens(body)), memory_id)
+                for memory_id, body in rows)) if -score >= threshold]
     marks = ','.join('?' * len(best))
     kept = [(memory_id, textmod.jaccard(tokens, textmod.jaccard_tokens(content)))
             for memory_id, content in conn.execute(
@@ -81,8 +93,18 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
     return sorted(kept, key=lambda hit: (-hit[1], hit[0]))
 
 
-def _body_jaccard(tokens: frozenset[str], body: str) -> float:
-    return textmod.jaccard(tokens, frozenset(body.split()) - textmod.JACCARD_STOPWORDS)
+def _matched(conn: Any, tokens: frozenset[str], threshold: float, where: list[str],
+             params: dict[str, Any]) -> list[Any]:
+    """FTS5's rows holding k of the q rarest tokens (overlap_terms) that pass ``where``."""
+    size, k = overlap_terms(len(tokens), threshold)
+    prefix = [_quoted(t) for t in vocab_store.rarest(conn, tokens, size)]
+    params['q'] = ' OR '.join('(' + ' AND '.join(group) + ')'
+                              for group in itertools.combinations(prefix, k))
+    # CROSS JOIN: the FTS match list is the outer loop (see store.fts_search).
+    return conn.execute(
+        f'SELECT m.id, memories_fts.body FROM memories_fts CROSS JOIN memories m '
+        f'ON m.id = memories_fts.rowid WHERE memories_fts MATCH :q AND {" AND ".join(where)}',
+        params).fetchall()
 
 
 def _quoted(token: str) -> str:

@@ -108,6 +108,11 @@ def jaccard_tokens(text: str) -> frozenset[str]:
     return frozenset(t for t in tokenize(text) if t not in JACCARD_STOPWORDS)
 
 
+def body_jaccard_tokens(body: str) -> frozenset[str]:
+    """Jaccard token set of an FTS body (fts_index_text): a split, not a tokenizer run."""
+    return frozenset(body.split()) - JACCARD_STOPWORDS
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     """Return |a ∩ b| / |a ∪ b|; 0.0 for two empty sets."""
     union = a | b

@@ -42,17 +42,22 @@ import time
 from typing import Any, Callable, ContextManager
 import uuid
 
-from robotmem_ros.engine import store, text_log_store, vocab_store
+from robotmem_ros.engine import jaccard_store, store, text_log_store, vocab_store
+from robotmem_ros.engine import text as textmod
 
 LOG = logging.getLogger('robotmem.engine')
 
-FORMAT = 1
+FORMAT = 2  # 2: type and ntok, for the Jaccard layer
 CATCH_UP_S = 1.0
 PRUNE_AFTER_S = 30.0
 WRITER_HEAP = 15_000_000  # tantivy's least heap for one indexing thread
 # More changes than this not yet applied (a batch of perceptions): FTS5 ranks until the worker
 # catches up, since ranking that many apart would cost what FTS5's full ranking costs.
 MAX_CHANGED = 10_000
+# The Jaccard layer asks for this many facts sharing enough tokens first, for all of them
+# next, and gives way to FTS5 beyond the most.
+OVERLAPPING_FIRST = 1_024
+MAX_OVERLAPPING = 50_000
 META_KEY = 'text_index'
 _TOKENIZER = 'robotmem_tokens'
 _TERM = re.compile(r'"((?:[^"]|"")*)"')
@@ -112,15 +117,10 @@ class TextIndex:
         (lower is better, as FTS5's bm25), the memories changed since (for FTS5 to rank), and
         whether more matches may follow the ones returned.
         """
-        if not self._min_rows:
+        ready = self._ready(conn)
+        if ready is None:
             return None
-        self._start_worker(conn)
-        index, seq = self._current()
-        if index is None or store.get_meta(conn, META_KEY) != self._state.get('token'):
-            return None  # none yet, or the store stopped logging for it (tidy): FTS5 ranks
-        changed = text_log_store.changed_since(conn, seq)
-        if len(changed) > MAX_CHANGED:  # a burst the worker has not applied yet
-            return None
+        index, changed = ready
         asked = depth + len(changed)
         try:
             hits, ids = _search(conn, index, match, collection, active_only, asked)
@@ -131,6 +131,29 @@ class TextIndex:
         ranked = [(int(memory_id), -float(score)) for (score, _), memory_id in zip(hits, ids)
                   if memory_id not in left_out]
         return ranked[:depth], changed, len(hits) == asked
+
+    def overlapping(self, conn: Any, tokens: frozenset[str], collection: str,
+                    threshold: float) -> list[int] | None:
+        """
+        Name every active fact of a collection whose Jaccard with ``tokens`` may reach threshold.
+
+        The facts the index holds are named when their Jaccard reaches it; the memories
+        changed since its state are all named, for the caller to score (engine/jaccard_store).
+        None while no index can answer, or when too many facts share enough tokens.
+        """
+        ready = self._ready(conn)
+        if ready is None:
+            return None
+        index, changed = ready
+        try:
+            found = _overlapping(conn, index, tokens, collection, threshold)
+        except ValueError as exc:
+            self._report(exc)
+            return None
+        if found is None:
+            return None
+        left_out = set(changed)
+        return [memory_id for memory_id in found if memory_id not in left_out] + changed
 
     def tidy(self, conn: Any) -> None:
         """
@@ -170,6 +193,19 @@ class TextIndex:
             self._index, self._writer = None, None
 
     # --- state -----------------------------------------------------------------------------
+
+    def _ready(self, conn: Any) -> tuple[Any, list[int]] | None:
+        """Return the index and the memories changed since its state; None if it can't answer."""
+        if not self._min_rows:
+            return None
+        self._start_worker(conn)
+        index, seq = self._current()
+        if index is None or store.get_meta(conn, META_KEY) != self._state.get('token'):
+            return None  # none yet, or the store stopped logging for it (tidy): FTS5 answers
+        changed = text_log_store.changed_since(conn, seq)
+        if len(changed) > MAX_CHANGED:  # a burst the worker has not applied yet
+            return None
+        return index, changed
 
     def _start_worker(self, conn: Any) -> None:
         if self._worker is not None or self._stop.is_set():
@@ -340,6 +376,52 @@ def _search(conn: Any, index: Any, match: str, collection: str, active_only: boo
     return hits, searcher.fast_field_values('id', [address for _, address in hits])
 
 
+def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
+                 threshold: float) -> list[int] | None:
+    """
+    Return the ids of the active facts whose Jaccard with ``tokens`` reaches ``threshold``.
+
+    Such a fact holds m of the n tokens (jaccard_store.least_overlap), hence k of the q rarest
+    (overlap_terms): tantivy intersects those rare posting lists and counts the common tokens
+    only for the facts found, every token scoring 1, so a fact's score is its overlap o; with
+    its own token count b (fast field ``ntok``) its Jaccard is o / (n + b − o). None when more
+    than MAX_OVERLAPPING facts share m tokens.
+    """
+    import tantivy
+    n = len(tokens)
+    least = jaccard_store.least_overlap(n, threshold)
+    size, k = jaccard_store.overlap_terms(n, threshold)
+    order = vocab_store.rarest(conn, tokens, n)
+    schema, searcher = index.schema, index.searcher()
+
+    def one(field: str, value: str, score: float) -> Any:
+        term = tantivy.Query.term_query(schema, field, value, index_option='basic')
+        return tantivy.Query.const_score_query(term, score)
+
+    rare = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Should, one('body', term, 1.0)) for term in order[:size]], k)
+    query = tantivy.Query.boolean_query(
+        [(tantivy.Occur.Must, rare)]
+        + [(tantivy.Occur.Should, one('body', term, 1.0)) for term in order[size:]]
+        + [(tantivy.Occur.Must, one(field, value, 0.0))
+           for field, value in (('collection', collection), ('status', 'active'),
+                                ('type', 'fact'))])
+    limit = OVERLAPPING_FIRST
+    while True:
+        result = searcher.search(query, limit, count=True)
+        hits = [(score, address) for score, address in result.hits if score > least - 0.5]
+        if len(hits) < limit or result.count <= limit:
+            break
+        if result.count > MAX_OVERLAPPING:
+            return None
+        limit = result.count
+    addresses = [address for _, address in hits]
+    sizes = searcher.fast_field_values('ntok', addresses)
+    ids = searcher.fast_field_values('id', addresses)
+    return [int(memory_id) for (score, _), size_b, memory_id in zip(hits, sizes, ids)
+            if round(score) / (n + size_b - round(score)) >= threshold]
+
+
 def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]:
     """
     One query per term, weighted so that tantivy's BM25 ranks as FTS5's ``bm25()``.
@@ -365,7 +447,8 @@ def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]
 
 def _document(row: Any) -> Any:
     import tantivy
-    return tantivy.Document(id=row[0], collection=row[1], status=row[2], body=row[3])
+    return tantivy.Document(id=row[0], collection=row[1], status=row[2], type=row[3],
+                            body=row[4], ntok=len(textmod.body_jaccard_tokens(row[4])))
 
 
 def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
@@ -381,6 +464,8 @@ def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
         builder.add_integer_field('id', indexed=True, fast=True)
         builder.add_text_field('collection', tokenizer_name='raw', index_option='basic')
         builder.add_text_field('status', tokenizer_name='raw', index_option='basic')
+        builder.add_text_field('type', tokenizer_name='raw', index_option='basic')
+        builder.add_integer_field('ntok', fast=True)  # the body's Jaccard token count
         builder.add_text_field('body', tokenizer_name=_TOKENIZER, index_option='freq')
         index = tantivy.Index(builder.build(), path=str(directory))
     else:

@@ -11,8 +11,8 @@ import json
 from typing import Any, Iterator, Sequence
 
 CHUNK = 20_000
-# Every FTS row with what the index filters on: (id, collection, status, body).
-_ROWS = ('SELECT f.rowid, m.collection, m.status, f.body FROM memories_fts f '
+# Every FTS row with what the index filters on: (id, collection, status, type, body).
+_ROWS = ('SELECT f.rowid, m.collection, m.status, m.type, f.body FROM memories_fts f '
          'JOIN memories m ON m.id = f.rowid')
 
 
@@ -33,7 +33,7 @@ def changed_since(conn: Any, seq: int, upto: int | None = None) -> list[int]:
 
 
 def all_rows(conn: Any) -> Iterator[list[Any]]:
-    """Yield every FTS row with its memory's collection and status, CHUNK rows at a time."""
+    """Yield every FTS row with its memory's collection, status and type, CHUNK at a time."""
     cursor = conn.execute(_ROWS)
     while rows := cursor.fetchmany(CHUNK):
         yield rows
