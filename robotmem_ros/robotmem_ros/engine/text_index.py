@@ -4,9 +4,11 @@ BM25 candidates from a tantivy index beside the store, where FTS5's ranking cost
 FTS5 finds a query's matches quickly but ranks every one of them (``bm25()`` per match): the OR
 of a query's terms matches 40 000–190 000 rows of a 1M store, 40–150 ms. tantivy (Rust, block-max
 WAND) gives the same best 50 in 2–4 ms (docs/performance.md, "The text index"). From
-``text_index_min_rows`` FTS rows on, the unfiltered BM25 search takes its candidates from here;
-FTS5 keeps everything else (filtered searches, the Jaccard layer, corpus statistics), and recall
-still scores every candidate from its FTS body (engine/bm25.py), so only the choice of
+``text_index_min_rows`` FTS rows on, the unfiltered BM25 search takes its candidates from here,
+and so does the dedup Jaccard layer outside a session (``overlapping``: every fact that can
+reach the threshold, where FTS5's rare-token query read thousands of rows at 1M). FTS5 keeps
+everything else (filtered searches, corpus statistics), and the callers still score every
+candidate from its FTS body (engine/bm25.py, engine/jaccard_store.py), so only the choice of
 candidates moves to this index.
 
 The SQLite file stays the source of truth; this index is a cache of its FTS rows:
@@ -42,6 +44,8 @@ import time
 from typing import Any, Callable, ContextManager
 import uuid
 
+import numpy as np
+
 from robotmem_ros.engine import jaccard_store, store, text_log_store, vocab_store
 from robotmem_ros.engine import text as textmod
 
@@ -56,7 +60,7 @@ WRITER_HEAP = 15_000_000  # tantivy's least heap for one indexing thread
 MAX_CHANGED = 10_000
 # The Jaccard layer asks for this many facts sharing enough tokens first, for all of them
 # next, and gives way to FTS5 beyond the most.
-OVERLAPPING_FIRST = 1_024
+OVERLAPPING_FIRST = 4_096
 MAX_OVERLAPPING = 50_000
 META_KEY = 'text_index'
 _TOKENIZER = 'robotmem_tokens'
@@ -407,19 +411,21 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
            for field, value in (('collection', collection), ('status', 'active'),
                                 ('type', 'fact'))])
     limit = OVERLAPPING_FIRST
-    while True:
+    while True:  # best first: all are found once the last one returned overlaps too little
         result = searcher.search(query, limit, count=True)
-        hits = [(score, address) for score, address in result.hits if score > least - 0.5]
-        if len(hits) < limit or result.count <= limit:
+        hits = result.hits
+        if len(hits) < limit or result.count <= limit or hits[-1][0] < least - 0.5:
             break
         if result.count > MAX_OVERLAPPING:
             return None
         limit = result.count
-    addresses = [address for _, address in hits]
-    sizes = searcher.fast_field_values('ntok', addresses)
-    ids = searcher.fast_field_values('id', addresses)
-    return [int(memory_id) for (score, _), size_b, memory_id in zip(hits, sizes, ids)
-            if round(score) / (n + size_b - round(score)) >= threshold]
+    overlap = np.rint([score for score, _ in hits])
+    found = [address for (_, address), held in zip(hits, overlap >= least) if held]
+    overlap = overlap[:len(found)]
+    sizes = np.asarray(searcher.fast_field_values('ntok', found), dtype=float)
+    reach = np.flatnonzero(overlap / (n + sizes - overlap) >= threshold)
+    return [int(memory_id) for memory_id in
+            searcher.fast_field_values('id', [found[i] for i in reach])]
 
 
 def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]:
