@@ -198,7 +198,7 @@ class VectorIndex:
             return
         with self._lock:
             for name, array in snapshot.arrays.items():
-                setattr(self, f'_{name}', array)
+                setattr(self, f'_{name}', np.asfortranarray(array) if name == 'ctx' else array)
             self._size = self._saved_size = self._restored = snapshot.size
             self._words = snapshot.arrays['codes'].shape[1]
             self._last_seq, self._skipped = snapshot.last_seq, snapshot.skipped
@@ -295,7 +295,9 @@ class VectorIndex:
         self._codes = codes
         for attr in ('_ids', '_seqs', '_coll', '_sess', '_fact', '_alive', '_ctx'):
             old = getattr(self, attr)
-            grown = np.zeros((new, *old.shape[1:]), dtype=old.dtype)
+            # Fortran order: each path's filter ids contiguous (_select reads one path of every
+            # row; in row order the compare strides 20 bytes a row, 3.3 against 0.3 ms at 1M).
+            grown = np.zeros((new, *old.shape[1:]), dtype=old.dtype, order='F')
             grown[:self._size] = old[:self._size]
             setattr(self, attr, grown)
 
