@@ -233,7 +233,7 @@ def test_filtered_bm25_ranks_the_index_matches_and_the_unembedded(tmp_path, monk
             expected = store.fts_search(conn, query, 'default', limit, now=now,
                                         context=pairs + extra)
             assert store.fts_search(conn, query, 'default', limit, now=now,
-                                    context=pairs + extra, within=within) == expected
+                                    context=pairs + extra, within=lambda: within) == expected
     assert len(expected) == 60
     recalled = engine.recall('reading', n=80, context_filter={'robot': 'a', 'site': 'lab'})
     assert sorted(m.id for m in recalled.memories) == sorted(held + pending + left)

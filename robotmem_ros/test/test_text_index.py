@@ -42,15 +42,19 @@ def _indexed(tmp_path: pathlib.Path) -> tuple[Any, Any, float, list[int]]:
     return engine, conn, now, ids
 
 
-def _every_match(conn: Any, query: str, collection: str, now: float) -> dict[int, float]:
+def _every_match(conn: Any, query: str, collection: str, now: float,
+                 context: tuple[tuple[str, Any], ...]) -> dict[int, float]:
+    equalities, values = store.context_sql(context)
     rows = conn.execute(
         'SELECT m.id, bm25(memories_fts) FROM memories_fts CROSS JOIN memories m '
         'ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND m.collection = ? '
-        f'AND {store.ACTIVE_SQL.replace(":now", "?")}', (query, collection, now)).fetchall()
+        f'AND {store.ACTIVE_SQL.replace(":now", "?")}{equalities}',
+        (query, collection, now, *values)).fetchall()
     return dict(rows)
 
 
-def _check_against_fts5(conn: Any, now: float, rel: float = 1e-4) -> int:
+def _check_against_fts5(conn: Any, now: float, rel: float = 1e-4,
+                        context: tuple[tuple[str, Any], ...] = ()) -> int:
     """
     Every answer holds real matches with FTS5's scores, and the best ones FTS5 has.
 
@@ -61,9 +65,10 @@ def _check_against_fts5(conn: Any, now: float, rel: float = 1e-4) -> int:
     for text in QUERIES:
         query = textmod.fts_query(text)
         for collection in ('a', 'b'):
-            every = _every_match(conn, query, collection, now)
+            every = _every_match(conn, query, collection, now, context)
             for limit in (1, 5, 20):
-                got = store.fts_search(conn, query, collection, limit, now=now)
+                got = store.fts_search(conn, query, collection, limit, now=now,
+                                       context=context)
                 assert len(got) == min(limit, len(every)), (text, collection, limit)
                 for memory_id, score in got:
                     assert memory_id in every, (text, memory_id)
@@ -82,6 +87,34 @@ def test_candidates_are_fts5s_best(tmp_path: pathlib.Path) -> None:
     assert _check_against_fts5(conn, now) > 100
     assert store.fts_search(conn, textmod.fts_query('xylophone quokka'), 'a', 5, now=now) == []
     assert engine.stats()['text_index']['text_index_docs'] > MIN_ROWS
+    engine.close()
+
+
+def test_context_filters_are_searched_in_the_index(tmp_path: pathlib.Path) -> None:
+    """Equalities on schema.CONTEXT_PATHS go to the index; a context changed alone is logged."""
+    engine, conn, now, ids = _indexed(tmp_path)
+    with engine.db.write() as writer:  # contexts set after the index exists: the log has them
+        for number, memory_id in enumerate(ids):
+            task = {'name': 'pick', 'success': number % 3 == 0}
+            context = {'robot': 'ab'[number % 2], 'task': task,
+                       'env': {'sim_or_real': 'real' if number % 4 else 'sim'}}
+            if number % 11 == 0:
+                context['task']['success'] = 1  # equal to true, in SQL
+            writer.execute('UPDATE memories SET context_json = ? WHERE id = ?',
+                           (json.dumps(context), memory_id))
+    wait_for_text_index(engine, conn)
+    checked = 0
+    for context in ((('$.robot', 'a'),), (('$.robot', 'b'), ('$.task.success', True)),
+                    (('$.task.success', 1), ('$.env.sim_or_real', 'real')),
+                    (('$.task.name', 'pick'),), (('$.robot', 'z'),),
+                    (('$.robot', 'a'), ('$.task.success', 1.0))):
+        assert engine.db.text.candidates(conn, '"cup"', 'a', 5, active_only=True,
+                                         context=context) is not None
+        checked += _check_against_fts5(conn, now, context=context)
+    assert checked > 300
+    long = (('$.robot', 'x' * (text_index.MAX_CONTEXT_BYTES + 1)),)  # no term: FTS5 ranks
+    assert engine.db.text.candidates(conn, '"cup"', 'a', 5, active_only=True,
+                                     context=long) is None
     engine.close()
 
 

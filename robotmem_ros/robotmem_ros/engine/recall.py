@@ -107,10 +107,11 @@ class Recaller:
                         or options.as_of is not None)
         fetch = min(max(cfg.fusion_depth, n * (4 if filtered else 2)), cfg.max_fetch)
         pushed = cfilter.sql_equalities()  # equalities tested in SQL, before ranking
-        # The memories that can meet them, from the vector index (superseded ones have no
-        # vector): BM25 then reads rows for its best matches only.
-        within = (store.filter_candidates(conn, collection, pushed)
-                  if fts_q and pushed and not options.include_superseded else None)
+        # Where FTS5 ranks, the memories that can meet them, from the vector index (superseded
+        # ones have no vector): BM25 then reads rows for its best matches only.
+        within = (functools.cache(functools.partial(store.filter_candidates, conn, collection,
+                                                    pushed))
+                  if pushed and not options.include_superseded else None)
         while True:
             bm = _rescored(conn, store.fts_search(
                 conn, fts_q, collection, fetch, now=now, session_id=session_id,

@@ -216,8 +216,9 @@ _V6 = [
 ]
 
 # The text index's log (engine/text_index.py): once a store has a text index (meta
-# ``text_index``), every memory whose text, status or collection changes is logged here in the
-# transaction of the change, by any process; the index applies the log and deletes what it holds.
+# ``text_index``), every memory whose text, status, collection or (from version 8) context
+# changes is logged here in the transaction of the change, by any process; the index applies
+# the log and deletes what it holds.
 _TEXT_LOG_WHEN = "EXISTS (SELECT 1 FROM meta WHERE key = 'text_index')"
 _V7 = [
     """
@@ -236,7 +237,18 @@ _V7 = [
     BEGIN INSERT INTO text_changes(memory_id) VALUES (OLD.id); END""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+# The text index holds the values at CONTEXT_PATHS (filtered BM25 searches): a context that
+# changes is logged too.
+_V8 = [
+    'DROP TRIGGER text_log_update',
+    f"""
+    CREATE TRIGGER text_log_update
+    AFTER UPDATE OF content, status, collection, context_json ON memories
+    WHEN {_TEXT_LOG_WHEN}
+    BEGIN INSERT INTO text_changes(memory_id) VALUES (NEW.id); END""",
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -12,7 +12,7 @@ FTS row, vector and tags are written in step with ``memories`` by the functions 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -472,17 +472,20 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
                session_id: str = '', type_: str = '', include_inactive: bool = False,
                min_confidence: float = 0.0, exclude_session: str = '',
                context: Sequence[tuple[str, Any]] = (),
-               within: Sequence[int] | None = None) -> list[tuple[int, float]]:
+               within: Callable[[], Sequence[int] | None] | None = None
+               ) -> list[tuple[int, float]]:
     """
     BM25 search; returns (id, score) best first. ``query`` must come from text.fts_query.
 
-    The score is FTS5's bm25 (lower is better). From ``text_index_min_rows`` FTS rows on, an
-    unfiltered search takes its best from the text index, which scores as FTS5 does, and from
-    the memories changed since the index's state, ranked by FTS5 (engine/text_index.py).
+    The score is FTS5's bm25 (lower is better). From ``text_index_min_rows`` FTS rows on, a
+    search without a session, its context equalities (if any) all on schema.CONTEXT_PATHS,
+    takes its best from the text index, which scores as FTS5 does, and from the memories
+    changed since the index's state, ranked by FTS5 (engine/text_index.py).
 
     ``context``: (json path, value) equalities every result must meet (see vec_search).
-    ``within``: ids that include every memory meeting them (filter_candidates); FTS5 then
-    ranks only those matches, and rows are read for the best of them only.
+    ``within``: called where FTS5 must rank a context-filtered search, it gives ids that
+    include every memory meeting them (filter_candidates) or None; FTS5 then ranks only those
+    matches, and rows are read for the best of them only.
     """
     where = ['memories_fts MATCH :q', 'm.collection = :c', 'm.confidence >= :minc']
     if not include_inactive:
@@ -498,20 +501,23 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
     params = {'q': query, 'c': collection, 'minc': min_confidence, 'now': now,
               's': session_id, 't': type_, 'xs': exclude_session, 'lim': int(limit)}
     _context_equalities(context, where, params)
-    if within is not None:  # every memory that can pass is in ``within``: rank those alone
-        params['ids'] = json.dumps(list(within))
-        rows = _ranked_first(conn, where, params, FTS_DEPTH_FACTOR * int(limit), True)
+    depth = FTS_DEPTH_FACTOR * int(limit)
+    if not session_id and all(path[2:] in schema.CONTEXT_PATHS for path, _ in context):
+        # The index's best in the collection (and context) pass most filters left: the
+        # filters run on the best FTS_DEPTH_FACTOR × limit ids only.
+        indexed = _indexed_first(conn, where, params, depth, not include_inactive, context)
+        if indexed is not None:
+            return indexed
+    ids = within() if within is not None and context else None
+    if ids is not None:  # every memory that can pass is in ``ids``: rank those alone
+        params['ids'] = json.dumps(list(ids))
+        rows = _ranked_first(conn, where, params, depth, True)
         if len(rows) < int(limit):  # too few passed among the best: rank every one in the set
             rows = _ranked_first(conn, where, params, -1, True)
         return [(row[0], row[1]) for row in rows]
     if not (session_id or context):
-        # Most matches pass the filters left: the text index or FTS5 ranks them alone (no join
-        # per match) and the filters run on the best FTS_DEPTH_FACTOR × limit ids only.
-        indexed = _indexed_first(conn, where, params, FTS_DEPTH_FACTOR * int(limit),
-                                 not include_inactive)
-        if indexed is not None:
-            return indexed
-        rows = _ranked_first(conn, where, params, FTS_DEPTH_FACTOR * int(limit), False)
+        # Most matches pass the filters left: FTS5 ranks them alone (no join per match).
+        rows = _ranked_first(conn, where, params, depth, False)
         if len(rows) == int(limit):
             return [(row[0], row[1]) for row in rows]
     # A selective filter (session, context) or too few in the first pass: filter every match
@@ -526,7 +532,8 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
 
 
 def _indexed_first(conn: Any, where: list[str], params: dict[str, Any], depth: int,
-                   active_only: bool) -> list[tuple[int, float]] | None:
+                   active_only: bool, context: Sequence[tuple[str, Any]]
+                   ) -> list[tuple[int, float]] | None:
     """
     Rank by the store's text index (engine/text_index.py); None where FTS5 must rank.
 
@@ -535,8 +542,8 @@ def _indexed_first(conn: Any, where: list[str], params: dict[str, Any], depth: i
     answer, or when too few passed and the index had more matches.
     """
     index = getattr(conn, 'text_index', None)
-    found = index.candidates(conn, params['q'], params['c'], depth,
-                             active_only=active_only) if index is not None else None
+    found = index.candidates(conn, params['q'], params['c'], depth, active_only=active_only,
+                             context=context) if index is not None else None
     if found is None:
         return None
     ranked, changed, more = found

@@ -41,17 +41,17 @@ import re
 import shutil
 import threading
 import time
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, Iterable, Sequence
 import uuid
 
 import numpy as np
 
-from robotmem_ros.engine import jaccard_store, store, text_log_store, vocab_store
+from robotmem_ros.engine import jaccard_store, schema, store, text_log_store, vocab_store
 from robotmem_ros.engine import text as textmod
 
 LOG = logging.getLogger('robotmem.engine')
 
-FORMAT = 2  # 2: type and ntok, for the Jaccard layer
+FORMAT = 3  # 2: type and ntok, for the Jaccard layer; 3: ctx, for filtered searches
 CATCH_UP_S = 1.0
 PRUNE_AFTER_S = 30.0
 WRITER_HEAP = 15_000_000  # tantivy's least heap for one indexing thread
@@ -62,6 +62,8 @@ MAX_CHANGED = 10_000
 # next, and gives way to FTS5 beyond the most.
 OVERLAPPING_FIRST = 4_096
 MAX_OVERLAPPING = 50_000
+# Context values longer than this get no term (tantivy drops a term over 65 530 bytes).
+MAX_CONTEXT_BYTES = 1_000
 META_KEY = 'text_index'
 _TOKENIZER = 'robotmem_tokens'
 _TERM = re.compile(r'"((?:[^"]|"")*)"')
@@ -113,21 +115,28 @@ class TextIndex:
     # --- search ----------------------------------------------------------------------------
 
     def candidates(self, conn: Any, match: str, collection: str, depth: int, *,
-                   active_only: bool) -> tuple[list[tuple[int, float]], list[int], bool] | None:
+                   active_only: bool, context: Sequence[tuple[str, Any]] = ()
+                   ) -> tuple[list[tuple[int, float]], list[int], bool] | None:
         """
         Rank a MATCH expression's matches in one collection; None while no index can answer.
 
-        Returns (id, score) of the best ``depth`` the index holds as of its state, best first
-        (lower is better, as FTS5's bm25), the memories changed since (for FTS5 to rank), and
-        whether more matches may follow the ones returned.
+        ``context``: (json path, value) equalities on schema.CONTEXT_PATHS the matches must
+        meet, as SQL compares them (``context_terms``). Returns (id, score) of the best
+        ``depth`` the index holds as of its state, best first (lower is better, as FTS5's
+        bm25), the memories changed since (for FTS5 to rank), and whether more matches may
+        follow the ones returned.
         """
         ready = self._ready(conn)
         if ready is None:
             return None
         index, changed = ready
+        terms = context_terms(
+            [(schema.CONTEXT_PATHS.index(path[2:]), value) for path, value in context])
+        if len(terms) < len(context):  # a value the index leaves out (too long): FTS5 ranks
+            return None
         asked = depth + len(changed)
         try:
-            hits, ids = _search(conn, index, match, collection, active_only, asked)
+            hits, ids = _search(conn, index, match, collection, active_only, terms, asked)
         except ValueError as exc:  # tantivy's errors (a damaged file): FTS5 answers
             self._report(exc)
             return None
@@ -363,8 +372,8 @@ class TextIndex:
 
 
 def _search(conn: Any, index: Any, match: str, collection: str, active_only: bool,
-            count: int) -> tuple[list[tuple[float, Any]], list[int]]:
-    """Return tantivy's best ``count`` (score, address) in one collection and their ids."""
+            context: list[str], count: int) -> tuple[list[tuple[float, Any]], list[int]]:
+    """Return tantivy's best ``count`` (score, address) with ``context`` terms, and ids."""
     import tantivy
     searcher = index.searcher()
     terms = _terms(conn, searcher, index.schema, match_terms(match))
@@ -373,6 +382,7 @@ def _search(conn: Any, index: Any, match: str, collection: str, active_only: boo
     must = [(tantivy.Occur.Must, tantivy.Query.boolean_query(
         [(tantivy.Occur.Should, term) for term in terms]))]
     filters = [('collection', collection)] + ([('status', 'active')] if active_only else [])
+    filters += [('ctx', term) for term in context]
     must += [(tantivy.Occur.Must, tantivy.Query.const_score_query(
         tantivy.Query.term_query(index.schema, name, value, index_option='basic'), 0.0))
         for name, value in filters]
@@ -451,10 +461,38 @@ def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]
     return queries
 
 
+def context_terms(values: Iterable[tuple[int, Any]]) -> list[str]:
+    """
+    Terms of (position in schema.CONTEXT_PATHS, value) pairs, equal where SQL's ``=`` is.
+
+    SQL compares numbers by value (1 = 1.0) and reads JSON ``true`` as 1 (the equalities of
+    ContextFilter.sql_equalities), so numbers and booleans become one float. An object, a
+    list or null has no term (no pushed equality names one), nor has a string over
+    MAX_CONTEXT_BYTES or one that is not valid UTF-8 (a lone surrogate from a JSON escape):
+    a search for one goes to FTS5.
+    """
+    terms = []
+    for position, value in values:
+        if isinstance(value, (bool, int, float)):
+            terms.append(f'{position}:{float(value)!r}')
+        elif isinstance(value, str) and _term_fits(value):
+            terms.append(f'{position}:s:{value}')
+    return terms
+
+
+def _term_fits(value: str) -> bool:
+    try:
+        return len(value.encode('utf-8')) <= MAX_CONTEXT_BYTES
+    except UnicodeEncodeError:
+        return False
+
+
 def _document(row: Any) -> Any:
     import tantivy
+    values = json.loads(row[4]) if row[4] is not None else []
     return tantivy.Document(id=row[0], collection=row[1], status=row[2], type=row[3],
-                            body=row[4], ntok=len(textmod.body_jaccard_tokens(row[4])))
+                            ctx=context_terms(enumerate(values)), body=row[5],
+                            ntok=len(textmod.body_jaccard_tokens(row[5])))
 
 
 def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
@@ -471,6 +509,7 @@ def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
         builder.add_text_field('collection', tokenizer_name='raw', index_option='basic')
         builder.add_text_field('status', tokenizer_name='raw', index_option='basic')
         builder.add_text_field('type', tokenizer_name='raw', index_option='basic')
+        builder.add_text_field('ctx', tokenizer_name='raw', index_option='basic')  # values
         builder.add_integer_field('ntok', fast=True)  # the body's Jaccard token count
         builder.add_text_field('body', tokenizer_name=_TOKENIZER, index_option='freq')
         index = tantivy.Index(builder.build(), path=str(directory))

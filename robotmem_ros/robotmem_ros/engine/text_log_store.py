@@ -1,8 +1,9 @@
 """
 SQL of the text index (engine/text_index.py): its log of changes and the FTS rows it holds.
 
-The log is ``text_changes`` (schema 7): triggers on ``memories`` append a memory's id whenever
-its text, status or collection changes, once the store has a text index (meta ``text_index``).
+The log is ``text_changes`` (schema 7, 8): triggers on ``memories`` append a memory's id
+whenever its text, status, collection or context changes, once the store has a text index
+(meta ``text_index``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, Sequence
 
+from robotmem_ros.engine import schema
+
 CHUNK = 20_000
-# Every FTS row with what the index filters on: (id, collection, status, type, body).
-_ROWS = ('SELECT f.rowid, m.collection, m.status, m.type, f.body FROM memories_fts f '
-         'JOIN memories m ON m.id = f.rowid')
+# Every FTS row with what the index filters on: (id, collection, status, type, the values at
+# schema.CONTEXT_PATHS as a JSON array or NULL, body).
+_ROWS = (f'SELECT f.rowid, m.collection, m.status, m.type, {schema.CONTEXT_VALUES_SQL}, f.body '
+         f'FROM memories_fts f JOIN memories m ON m.id = f.rowid')
 
 
 def last_change(conn: Any) -> int:
@@ -33,7 +37,7 @@ def changed_since(conn: Any, seq: int, upto: int | None = None) -> list[int]:
 
 
 def all_rows(conn: Any) -> Iterator[list[Any]]:
-    """Yield every FTS row with its memory's collection, status and type, CHUNK at a time."""
+    """Yield every FTS row with what the index filters on (_ROWS), CHUNK rows at a time."""
     cursor = conn.execute(_ROWS)
     while rows := cursor.fetchmany(CHUNK):
         yield rows
