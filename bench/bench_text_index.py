@@ -5,13 +5,15 @@ Two engines open the same store in one process: one with the shipped ``text_inde
 (the text index proposes the BM25 candidates, engine/text_index.py), one with it at 0 (FTS5
 ranks every match, the code before). Each query is asked of both, in alternating order, so both
 see the same machine and page cache. Reported: recall p50 / p95 (embedding excluded: the real
-model's query vectors are computed beforehand), the share of the final top 10 both return, and
-the BM25 channel itself (``store.fts_search`` at the recall's depth): in how many queries the
+model's query vectors are computed beforehand), with and without a context filter
+(``datagen.context_filter``), the share of the final top 10 both return, and the BM25 channel
+itself (``store.fts_search`` at the recall's depth): in how many queries the
 two give the same scores, and the same ids.
 
-Then learn: fresh bench facts (5 % rewordings of earlier ones), each learned by one of the two
-in turn, after asking both for the dedup Jaccard layer's candidates (``jaccard_store``: named
-by the text index, or by FTS5's rare-token query) and counting the facts where they agree.
+Then learn: bench facts not yet stored (5 % rewordings of earlier ones), each learned by one
+of the two in turn, after asking both for the dedup Jaccard layer's candidates
+(``jaccard_store``: named by the text index, or by FTS5's rare-token query) and counting the
+facts where they agree.
 
 The store is one that ``bench/bench_scale.py`` filled (its ``--work`` directory's
 ``scale.db``), or any store at least ``text_index_min_rows`` large. Results go to
@@ -25,6 +27,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import pathlib
 import time
 from typing import Any, Sequence
@@ -70,6 +73,15 @@ def _jaccard_candidates(engine: Any, content: str) -> list[tuple[int, float]]:
                                     engine.config.dedup_jaccard_threshold, now=time.time())
 
 
+def _unstored(engine: Any, count: int, seed: int) -> list[Any]:
+    """The first ``count`` bench facts of ``seed`` not in the store (an earlier run's learns)."""
+    from robotmem_ros.engine import store
+    conn = engine.db.reader()
+    fresh = (fact for fact in datagen.memories(100 * count, seed=seed)
+             if store.find_active_by_hash(conn, engine.config.collection, fact.text) is None)
+    return list(itertools.islice(fresh, count))
+
+
 def _learn(indexed: Any, plain: Any, facts: list[Any]) -> dict[str, Any]:
     """Learn ``facts`` in turn by each engine; compare their Jaccard candidates first."""
     times: dict[str, list[float]] = {'text_index': [], 'fts5': []}
@@ -92,25 +104,30 @@ def measure(path: pathlib.Path, count: int, seed: int, min_rows: int,
     from precomputed import PrecomputedEmbedder
     real = load_embedder(MemoryConfig())
     queries = datagen.queries(count + 20, seed=seed)
-    facts = list(datagen.memories(learns, seed=seed + 1_000_003))
-    texts = queries + [fact.text for fact in facts]
-    embedder = PrecomputedEmbedder(real, texts, real.embed(texts))
+    embedder = PrecomputedEmbedder(real, queries, real.embed(queries))
     indexed = _engine(path, embedder, min_rows)
     plain = _engine(path, embedder, 0)
+    facts = _unstored(indexed, learns, seed + 1_000_003)  # other facts than the store's
+    embedder.add([fact.text for fact in facts], real.embed([fact.text for fact in facts]))
     settled = {'text_index_s': _settle(indexed, True), 'fts5_s': _settle(plain, False)}
     for query in queries[:20]:
         indexed.recall(query, n=10), plain.recall(query, n=10)
-    times: dict[str, list[float]] = {'text_index': [], 'fts5': []}
-    shared, same_scores, same_ids = [], 0, 0
+    times: dict[str, dict[str, list[float]]] = {
+        call: {'text_index': [], 'fts5': []} for call in ('recall', 'recall_context_filter')}
+    shared: dict[str, list[float]] = {call: [] for call in times}
+    same_scores, same_ids = 0, 0
+    cfilter = datagen.context_filter(seed)
     for number, query in enumerate(queries[20:]):
-        found = {}
         pair = (('text_index', indexed), ('fts5', plain))
-        for name, engine in (pair if number % 2 else pair[::-1]):
-            started = time.perf_counter()
-            found[name] = [r.id for r in engine.recall(query, n=10).memories]
-            times[name].append((time.perf_counter() - started) * 1000)
-        shared.append(len(set(found['text_index']) & set(found['fts5']))
-                      / max(1, len(found['fts5'])))
+        for call, filters in (('recall', None), ('recall_context_filter', cfilter)):
+            found = {}
+            for name, engine in (pair if number % 2 else pair[::-1]):
+                started = time.perf_counter()
+                found[name] = [r.id for r in engine.recall(query, n=10,
+                                                           context_filter=filters).memories]
+                times[call][name].append((time.perf_counter() - started) * 1000)
+            shared[call].append(len(set(found['text_index']) & set(found['fts5']))
+                                / max(1, len(found['fts5'])))
         ours, theirs = _channel(indexed, query), _channel(plain, query)
         same_ids += [i for i, _ in ours] == [i for i, _ in theirs]
         same_scores += len(ours) == len(theirs) and all(
@@ -120,8 +137,12 @@ def measure(path: pathlib.Path, count: int, seed: int, min_rows: int,
     result = {'store': str(path), 'queries': count, 'settle_s': settled,
               'text_index': indexed.db.text.stats(),
               'text_index_bytes': sum(f.stat().st_size for f in text_dir.iterdir()),
-              'recall': {name: latency_summary(samples) for name, samples in times.items()},
-              'top10_shared': sum(shared) / len(shared),
+              **{call: {name: latency_summary(samples) for name, samples in by_name.items()}
+                 for call, by_name in times.items()},
+              'context_filter': cfilter,
+              'top10_shared': sum(shared['recall']) / len(shared['recall']),
+              'top10_shared_context_filter': (sum(shared['recall_context_filter'])
+                                              / len(shared['recall_context_filter'])),
               'bm25_channel_same_scores': same_scores, 'bm25_channel_same_ids': same_ids}
     if facts:
         result.update(_learn(indexed, plain, facts))
@@ -147,15 +168,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.min_rows is None:
         args.min_rows = MemoryConfig().text_index_min_rows
     result = measure(args.store, args.queries, args.seed, args.min_rows, args.learns)
-    for call in ('recall', 'learn'):
+    for call in ('recall', 'recall_context_filter', 'learn'):
         print_table(f'{call}, interleaved (ms)', ('ranker', 'p50', 'p95'), [
             (name, f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}")
             for name, row in result.get(call, {}).items()])
-    print(f"top 10 shared {result['top10_shared']:.3f}; BM25 channel: same scores in "
+    print(f"top 10 shared {result['top10_shared']:.3f} "
+          f"({result['top10_shared_context_filter']:.3f} filtered); BM25 channel: same scores in "
           f"{result['bm25_channel_same_scores']} / {args.queries} queries, same ids in "
           f"{result['bm25_channel_same_ids']}")
     if args.learns:
-        print(f"Jaccard candidates agree in {result['jaccard_candidates_agree']} / {args.learns}")
+        print(f"Jaccard candidates agree in {result['jaccard_candidates_agree']} / "
+              f"{result['learns']}")
     print(f"wrote {write_result(args.name, {'params': vars(args), **result}, args.results)}")
     return 0
 

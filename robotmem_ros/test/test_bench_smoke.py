@@ -131,7 +131,7 @@ def test_text_index_bench_compares_with_fts5(tmp_path):
     doc = _load(tmp_path, 'text_index_ab')
     assert doc['text_index']['text_index_docs'] >= 590
     for ranker in ('text_index', 'fts5'):
-        for call in ('recall', 'learn'):
+        for call in ('recall', 'recall_context_filter', 'learn'):
             assert 0 < doc[call][ranker]['p50_ms'] <= doc[call][ranker]['p95_ms']
     assert doc['jaccard_candidates_agree'] == 12  # the index names what FTS5 finds
     assert doc['bm25_channel_same_scores'] == 12  # a fresh store: FTS5's scores exactly
