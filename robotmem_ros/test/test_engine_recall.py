@@ -15,6 +15,8 @@ from robotmem_ros.types import PerceptionInput
     ({'query': 'cup', 'min_confidence': 1.5}, 'min_confidence'),
     ({'query': 'cup', 'context_filter': {'a': {'$regex': 'x'}}}, 'regex'),
     ({'query': 'cup', 'context_filter': '{}'}, 'must be a JSON object, got str'),
+    ({'query': 'cup', 'context_filter': {'robot': '\ud800x'}}, 'context_filter is not valid'),
+    ({'query': 'cup', 'context_filter': {'robot': {'$in': ['\udfff']}}}, 'not valid UTF-8'),
     ({'query': 'cup', 'spatial_sort': {'field': 'p'}}, 'target'),
 ])
 def test_bad_requests(engine, kwargs, message):

@@ -247,7 +247,9 @@ class MemoryEngine:
         n = check_recall_n(n, cfg.default_n)
         min_confidence = check_min_confidence(min_confidence, cfg.default_min_confidence)
         session_id = self._session_id(session_id)
-        cfilter, options = parse_filter(context_filter, max_bytes=cfg.max_json_bytes,
+        # Checked as a stored context is (a lone surrogate cannot be bound in SQL), then parsed.
+        cfilter, options = parse_filter(self._json('context_filter', context_filter),
+                                        max_bytes=cfg.max_json_bytes,
                                         max_depth=cfg.max_json_depth)
         spatial = parse_spatial_sort(spatial_sort, max_bytes=cfg.max_json_bytes)
         return self.recaller.recall(query, n, min_confidence, session_id, cfilter, options,
