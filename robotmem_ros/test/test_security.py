@@ -179,6 +179,7 @@ REVIEWED = {
     'schema.CONTEXT_VALUES_SQL': 'schema constant: json_extract of the constant CONTEXT_PATHS',
     'match': "store._ranked_first: where[0] (constant MATCH) and a constant '+rowid IN' with a "
              'named placeholder',
+    'lookup': "store._ranked_first: the constant 'rowid' or '+rowid'",
     'embedding': "vector_store.codes_since: 'NULL' or 'e.embedding'",
     'join': "vector_store.codes_since: '' or a constant LEFT JOIN",
     'rows': "vector_store.context_ids: '(?, ?, ?)' placeholders repeated",
