@@ -102,7 +102,13 @@ def test_context_filters_are_searched_in_the_index(tmp_path: pathlib.Path) -> No
                 context['task']['success'] = 1  # equal to true, in SQL
             writer.execute('UPDATE memories SET context_json = ? WHERE id = ?',
                            (json.dumps(context), memory_id))
+        odd = ({'robot': 10**400}, {'robot': 'x' * (text_index.MAX_CONTEXT_BYTES + 1)},
+               {'robot': {'id': 7}, 'task': {'name': [1], 'success': None}})
+        for context, memory_id in zip(odd, ids[1:]):  # values the index keeps no term of
+            writer.execute('UPDATE memories SET context_json = ? WHERE id = ?',
+                           (json.dumps(context), memory_id))
     wait_for_text_index(engine, conn)
+    assert engine.db.text.stats()['text_index_error'] == ''
     checked = 0
     for context in ((('$.robot', 'a'),), (('$.robot', 'b'), ('$.task.success', True)),
                     (('$.task.success', 1), ('$.env.sim_or_real', 'real')),

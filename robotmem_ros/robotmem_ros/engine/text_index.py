@@ -4,10 +4,11 @@ BM25 candidates from a tantivy index beside the store, where FTS5's ranking cost
 FTS5 finds a query's matches quickly but ranks every one of them (``bm25()`` per match): the OR
 of a query's terms matches 40 000–190 000 rows of a 1M store, 40–150 ms. tantivy (Rust, block-max
 WAND) gives the same best 50 in 2–4 ms (docs/performance.md, "The text index"). From
-``text_index_min_rows`` FTS rows on, the unfiltered BM25 search takes its candidates from here,
-and so does the dedup Jaccard layer outside a session (``overlapping``: every fact that can
-reach the threshold, where FTS5's rare-token query read thousands of rows at 1M). FTS5 keeps
-everything else (filtered searches, corpus statistics), and the callers still score every
+``text_index_min_rows`` FTS rows on, a BM25 search outside a session takes its candidates from
+here (its context equalities on schema.CONTEXT_PATHS are terms of the index), and so does the
+dedup Jaccard layer (``overlapping``: every fact that can reach the threshold, where FTS5's
+rare-token query read thousands of rows at 1M). FTS5 keeps everything else (searches within a
+session or on other context paths, corpus statistics), and the callers still score every
 candidate from its FTS body (engine/bm25.py, engine/jaccard_store.py), so only the choice of
 candidates moves to this index.
 
@@ -467,24 +468,28 @@ def context_terms(values: Iterable[tuple[int, Any]]) -> list[str]:
 
     SQL compares numbers by value (1 = 1.0) and reads JSON ``true`` as 1 (the equalities of
     ContextFilter.sql_equalities), so numbers and booleans become one float. An object, a
-    list or null has no term (no pushed equality names one), nor has a string over
+    list or null has no term (no pushed equality names one), nor has an integer beyond a
+    float's range (SQL reads it as infinite, which no filter may name), a string over
     MAX_CONTEXT_BYTES or one that is not valid UTF-8 (a lone surrogate from a JSON escape):
-    a search for one goes to FTS5.
+    a search for one of those goes to FTS5.
     """
     terms = []
     for position, value in values:
-        if isinstance(value, (bool, int, float)):
-            terms.append(f'{position}:{float(value)!r}')
-        elif isinstance(value, str) and _term_fits(value):
-            terms.append(f'{position}:s:{value}')
+        term = _term(value)
+        if term is not None:
+            terms.append(f'{position}:{term}')
     return terms
 
 
-def _term_fits(value: str) -> bool:
+def _term(value: Any) -> str | None:
     try:
-        return len(value.encode('utf-8')) <= MAX_CONTEXT_BYTES
-    except UnicodeEncodeError:
-        return False
+        if isinstance(value, (bool, int, float)):
+            return repr(float(value))
+        if isinstance(value, str) and len(value.encode('utf-8')) <= MAX_CONTEXT_BYTES:
+            return 's:' + value
+    except (OverflowError, UnicodeEncodeError):
+        pass
+    return None
 
 
 def _document(row: Any) -> Any:
