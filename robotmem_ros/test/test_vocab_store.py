@@ -46,17 +46,36 @@ def test_rarest_within_keeps_the_rarest_terms_up_to_the_budget(tmp_path):
     engine.close()
 
 
-def test_exact_counts_are_reused_only_until_the_next_commit(tmp_path):
+def test_exact_counts_are_reused_until_a_commit_changes_the_text(tmp_path):
     engine = _store(tmp_path)
     conn = engine.db.reader()
-    reads = []
+    reads = []  # the reads of the count of 'wrench' (the recall below reads 'torque')
     conn.set_trace_callback(
-        lambda sql: reads.append(sql) if 'memories_fts_vocab WHERE' in sql else None)
+        lambda sql: reads.append(sql) if "memories_fts_vocab WHERE term IN ('wrench')" in sql
+        else None)
     assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 1}
     assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 1}
     assert len(reads) == 1  # no commit in between: the count read first is still exact
-    engine.learn('a second wrench hangs on the wall')  # committed by the writer connection
+    assert engine.recall('torque', n=3).memories  # commits hit counts, not text
+    with engine.db.write() as writer:
+        writer.execute('UPDATE memories SET confidence = 0.9')
+    assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 1}
+    assert len(reads) == 1
+    second = engine.learn('a second wrench hangs on the wall')  # the writer adds an FTS row
     assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 2}
     assert len(reads) == 2
+    engine.forget(second.memory_id, reason='test')  # and deletes it
+    assert vocab_store.row_counts(conn, ['wrench'], exact=True) == {'wrench': 1}
+    assert len(reads) == 3
     conn.set_trace_callback(None)
+    engine.close()
+
+
+def test_the_writers_exact_counts_follow_its_own_commits(tmp_path):
+    engine = _store(tmp_path)
+    with engine.db.write() as writer:
+        assert vocab_store.row_counts(writer, ['wrench'], exact=True) == {'wrench': 1}
+    engine.learn('a second wrench hangs on the wall')
+    with engine.db.write() as writer:
+        assert vocab_store.row_counts(writer, ['wrench'], exact=True) == {'wrench': 2}
     engine.close()

@@ -23,13 +23,19 @@ _VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
 # query only choose terms by the counts, so a count read in the last COUNT_TTL_S seconds is
 # reused (per connection, at most COUNT_CACHE_TERMS terms): a stale count can change what a
 # query costs, never its result. BM25 scores by them, so it asks for exact counts: reused only
-# while no other connection has committed since they were read (PRAGMA data_version), so a
-# score never depends on when the store last answered.
+# while the FTS index is as it was when they were read (_STRUCTURE), so a score never depends
+# on when the store last answered.
 COUNT_TTL_S = 30.0
 COUNT_CACHE_TERMS = 50_000
-# term -> (row count, time read, the connection's data_version then, None if not read exactly)
-_CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float, int | None]]] = \
+# term -> (row count, time read, the FTS structure record then, None if not read exactly)
+_CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float, bytes | None]]] = \
     weakref.WeakKeyDictionary()
+# FTS5's structure record (rowid 10 of its %_data table): the index's segments and a write
+# counter, rewritten by every transaction that changes the index and by nothing else. Keyed
+# on it, exact counts outlive commits that leave the text alone: PRAGMA data_version changed
+# with every recall's hit counts, so each recall re-read its terms' counts (about 3 ms per
+# common term at 1M).
+_STRUCTURE = 'SELECT block FROM memories_fts_data WHERE id = 10'
 
 
 # FTS5's "averages" record (rowid 1 of its %_data table): varints of the row count and of each
@@ -41,14 +47,14 @@ def row_counts(conn: Any, terms: Iterable[str], *, exact: bool = False) -> dict[
     """
     Return how many FTS rows hold each term (0 for none).
 
-    Counts up to COUNT_TTL_S old, or with ``exact`` as of the last commit of another
-    connection (for reader connections: a connection's own commits leave its data_version).
+    Counts up to COUNT_TTL_S old, or with ``exact`` as of the FTS index's last committed
+    change (a connection's own uncommitted changes aside).
     """
     cache = _CACHES.setdefault(conn, {})
     now = time.monotonic()
     # Only exact reads need the version (a statement less in every learn's Jaccard query);
     # entries read without one never count as exact.
-    version = conn.execute('PRAGMA data_version').fetchone()[0] if exact else None
+    version = _structure(conn) if exact else None
     wanted = set(terms)
     counts = {}
     for term in wanted:
@@ -68,6 +74,12 @@ def row_counts(conn: Any, terms: Iterable[str], *, exact: bool = False) -> dict[
             counts[term] = found.get(term, 0)
             cache[term] = (counts[term], now, version)
     return counts
+
+
+def _structure(conn: Any) -> bytes:
+    """Return FTS5's structure record as of the connection's snapshot (b'' before any write)."""
+    row = conn.execute(_STRUCTURE).fetchone()
+    return bytes(row[0]) if row and row[0] is not None else b''
 
 
 def corpus_stats(conn: Any, terms: Iterable[str]) -> bm25.CorpusStats:
