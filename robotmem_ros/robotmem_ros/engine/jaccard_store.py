@@ -19,7 +19,6 @@ Each Jaccard token is a token of ``text.tokenize`` and the FTS rows hold exactly
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import json
 import math
@@ -73,24 +72,46 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
     named = (index.overlapping(conn, tokens, collection, threshold)
              if index is not None and not session_id else None)
     if named is None:
-        rows = _matched(conn, tokens, threshold, where, params)
+        rows, scores = _matched(conn, tokens, threshold, where, params), {}
     else:
-        # CROSS JOIN: the named ids are the outer loop (primary key and rowid lookups).
-        params['ids'] = json.dumps(named)
-        rows = conn.execute(
-            f'SELECT m.id, f.body FROM json_each(:ids) j CROSS JOIN memories m '
-            f'ON m.id = j.value CROSS JOIN memories_fts f ON f.rowid = m.id '
-            f'WHERE {" AND ".join(where)}', params).fetchall()
-    # Rank by the FTS body (the text's tokens, space separated), then score the kept ones from
-    # their text, as the judge compares them.
-    best = [memory_id for score, memory_id in heapq.nsmallest(
-        limit, ((-textmod.jaccard(tokens, textmod.body_jaccard_tokens(body)), memory_id)
-                for memory_id, body in rows)) if -score >= threshold]
+        # The index scored the facts it holds; SQL's filters (validity) are run on the best
+        # of them only. The memories changed since its state are read and scored here.
+        scores, changed = named
+        rows = _passing(conn, changed, where, params, bodies=True)
+    passed = {memory_id for memory_id, _ in rows}
+    # The FTS body's Jaccard (the text's tokens, space separated) ranks; the kept ones are
+    # then scored from their text, as the judge compares them.
+    scores.update((memory_id, textmod.jaccard(tokens, textmod.body_jaccard_tokens(body)))
+                  for memory_id, body in rows)
+    order = sorted((memory_id for memory_id, score in scores.items() if score >= threshold),
+                   key=lambda memory_id: (-scores[memory_id], memory_id))
+    best: list[int] = []
+    for start in range(0, len(order), 2 * max(limit, 1)):
+        chunk = order[start:start + 2 * max(limit, 1)]
+        unchecked = [memory_id for memory_id in chunk if memory_id not in passed]
+        passed.update(memory_id for memory_id, _ in _passing(conn, unchecked, where, params))
+        best += [memory_id for memory_id in chunk if memory_id in passed][:limit - len(best)]
+        if len(best) >= limit:
+            break
     marks = ','.join('?' * len(best))
     kept = [(memory_id, textmod.jaccard(tokens, textmod.jaccard_tokens(content)))
             for memory_id, content in conn.execute(
                 f'SELECT id, content FROM memories WHERE id IN ({marks})', best)]
     return sorted(kept, key=lambda hit: (-hit[1], hit[0]))
+
+
+def _passing(conn: Any, ids: list[int], where: list[str], params: dict[str, Any], *,
+             bodies: bool = False) -> list[Any]:
+    """(id, FTS body if ``bodies`` else None) of the memories ``ids`` that pass ``where``."""
+    if not ids:
+        return []
+    # CROSS JOIN: the ids are the outer loop (primary key and rowid lookups).
+    body, join = (('f.body', ' CROSS JOIN memories_fts f ON f.rowid = m.id') if bodies
+                  else ('NULL', ''))
+    return conn.execute(
+        f'SELECT m.id, {body} FROM json_each(:ids) j CROSS JOIN memories m '
+        f'ON m.id = j.value{join} WHERE {" AND ".join(where)}',
+        {**params, 'ids': json.dumps(ids)}).fetchall()
 
 
 def _matched(conn: Any, tokens: frozenset[str], threshold: float, where: list[str],

@@ -147,13 +147,14 @@ class TextIndex:
         return ranked[:depth], changed, len(hits) == asked
 
     def overlapping(self, conn: Any, tokens: frozenset[str], collection: str,
-                    threshold: float) -> list[int] | None:
+                    threshold: float) -> tuple[dict[int, float], list[int]] | None:
         """
         Name every active fact of a collection whose Jaccard with ``tokens`` may reach threshold.
 
-        The facts the index holds are named when their Jaccard reaches it; the memories
-        changed since its state are all named, for the caller to score (engine/jaccard_store).
-        None while no index can answer, or when too many facts share enough tokens.
+        Returns ({id: Jaccard} of the facts the index holds that reach it, the memories changed
+        since its state, all of them, for the caller to score: engine/jaccard_store). The
+        Jaccard is the one of the fact's FTS body. None while no index can answer, or when too
+        many facts share enough tokens.
         """
         ready = self._ready(conn)
         if ready is None:
@@ -167,7 +168,8 @@ class TextIndex:
         if found is None:
             return None
         left_out = set(changed)
-        return [memory_id for memory_id in found if memory_id not in left_out] + changed
+        return ({memory_id: score for memory_id, score in found.items()
+                 if memory_id not in left_out}, changed)
 
     def tidy(self, conn: Any) -> None:
         """
@@ -392,9 +394,9 @@ def _search(conn: Any, index: Any, match: str, collection: str, active_only: boo
 
 
 def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
-                 threshold: float) -> list[int] | None:
+                 threshold: float) -> dict[int, float] | None:
     """
-    Return the ids of the active facts whose Jaccard with ``tokens`` reaches ``threshold``.
+    Return {id: Jaccard} of the active facts whose Jaccard with ``tokens`` reaches ``threshold``.
 
     Such a fact holds m of the n tokens (jaccard_store.least_overlap), hence k of the q rarest
     (overlap_terms): tantivy intersects those rare posting lists and counts the common tokens
@@ -434,9 +436,10 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
     found = [address for (_, address), held in zip(hits, overlap >= least) if held]
     overlap = overlap[:len(found)]
     sizes = np.asarray(searcher.fast_field_values('ntok', found), dtype=float)
-    reach = np.flatnonzero(overlap / (n + sizes - overlap) >= threshold)
-    return [int(memory_id) for memory_id in
-            searcher.fast_field_values('id', [found[i] for i in reach])]
+    scores = overlap / (n + sizes - overlap)
+    reach = np.flatnonzero(scores >= threshold)
+    return {int(memory_id): float(score) for memory_id, score in zip(
+        searcher.fast_field_values('id', [found[i] for i in reach]), scores[reach])}
 
 
 def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]:
