@@ -398,8 +398,10 @@ class VectorIndex:
         self.refresh()
         with self._lock:
             mask = self._select(collection, session_id, type_, exclude_session, context)
-            selected = np.flatnonzero(mask)
-            if selected.size == 0:
+            # A count, not the positions: at 1M, np.flatnonzero took 0.8 ms of every search
+            # that the approximate stage answers, which needs the mask alone.
+            selected_count = int(np.count_nonzero(mask))
+            if selected_count == 0:
                 return []
             query = np.frombuffer(code_of(vector), dtype=np.uint64)
             codes = self._codes
@@ -410,13 +412,14 @@ class VectorIndex:
         # Not with SQL conditions (context equalities on paths without filter ids): the stage
         # cannot test them, and the nearest few of the whole set rarely meet a selective one
         # (measured: +50 ms at 1M). Filter ids are in the mask it tests in its scan.
-        if ann is not None and selected.size > RESCORE_MIN and not where[0]:
+        if ann is not None and selected_count > RESCORE_MIN and not where[0]:
             with self._ann_lock:
                 rows = ann.search(vector, mask, max(ANN_CANDIDATES, 2 * k))
             found: dict[int, float] = {}
             rescore(rows, found)
             if len(found) >= k:
                 return _best(found, k)
+        selected = np.flatnonzero(mask)
         distance = _hamming(codes, query, int(selected[-1]) + 1)[selected]
         pool = max(RESCORE_MIN, RESCORE_PER_K * k, int(selected.size * RESCORE_SHARE))
         found = {}
