@@ -99,10 +99,14 @@ def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
     engine.close()
 
 
-@pytest.mark.parametrize('indexed', [False, pytest.param(True, marks=pytest.mark.skipif(
-    not text_index.available(), reason='tantivy is not installed'))])
+# 'all to SQL': the index leaves every filter to SQL, as one held by nearly every document.
+@pytest.mark.parametrize('indexed', [False, *(pytest.param(mode, marks=pytest.mark.skipif(
+    not text_index.available(), reason='tantivy is not installed'))
+    for mode in ('indexed', 'all to SQL'))])
 def test_candidates_keep_to_active_facts_of_the_collection_and_session(
-        tmp_path: pathlib.Path, indexed: bool) -> None:
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, indexed: bool | str) -> None:
+    if indexed == 'all to SQL':
+        monkeypatch.setattr(text_index, 'NEARLY_ALL', 0.0)
     engine = make_engine(tmp_path, **({'text_index_min_rows': 1} if indexed else {}))
     now = time.time()
     text = 'the red cup on shelf two needs a grip force of 12.5 N'

@@ -80,7 +80,11 @@ def _check_against_fts5(conn: Any, now: float, rel: float = 1e-4,
     return checked
 
 
-def test_candidates_are_fts5s_best(tmp_path: pathlib.Path) -> None:
+# 0.0: every filter is left to SQL, as a filter term held by nearly every document is.
+@pytest.mark.parametrize('nearly_all', [text_index.NEARLY_ALL, 0.0])
+def test_candidates_are_fts5s_best(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+                                   nearly_all: float) -> None:
+    monkeypatch.setattr(text_index, 'NEARLY_ALL', nearly_all)
     engine, conn, now, _ = _indexed(tmp_path)
     assert engine.db.text.stats()['text_index_docs'] == conn.execute(
         'SELECT count(*) FROM memories_fts').fetchone()[0]
@@ -90,8 +94,12 @@ def test_candidates_are_fts5s_best(tmp_path: pathlib.Path) -> None:
     engine.close()
 
 
-def test_context_filters_are_searched_in_the_index(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize('nearly_all', [text_index.NEARLY_ALL, 0.0])
+def test_context_filters_are_searched_in_the_index(tmp_path: pathlib.Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   nearly_all: float) -> None:
     """Equalities on schema.CONTEXT_PATHS go to the index; a context changed alone is logged."""
+    monkeypatch.setattr(text_index, 'NEARLY_ALL', nearly_all)
     engine, conn, now, ids = _indexed(tmp_path)
     with engine.db.write() as writer:  # contexts set after the index exists: the log has them
         for number, memory_id in enumerate(ids):
@@ -118,6 +126,11 @@ def test_context_filters_are_searched_in_the_index(tmp_path: pathlib.Path) -> No
                                          context=context) is not None
         checked += _check_against_fts5(conn, now, context=context)
     assert checked > 300
+    searcher, schema = engine.db.text._index.searcher(), engine.db.text._index.schema
+    kept = text_index._filters(searcher, schema, [('collection', 'a'), ('type', 'fact'),
+                                                  ('ctx', text_index.context_terms(
+                                                      [(2, 'pick')])[0])])
+    assert len(kept) == (1 if nearly_all else 0)  # all facts, all 'pick': left to SQL
     long = (('$.robot', 'x' * (text_index.MAX_CONTEXT_BYTES + 1)),)  # no term: FTS5 ranks
     assert engine.db.text.candidates(conn, '"cup"', 'a', 5, active_only=True,
                                      context=long) is None
