@@ -136,3 +136,38 @@ def test_text_index_bench_compares_with_fts5(tmp_path):
     assert doc['jaccard_candidates_agree'] == 12  # the index names what FTS5 finds
     assert doc['bm25_channel_same_scores'] == 12  # a fresh store: FTS5's scores exactly
     assert 0.5 <= doc['top10_shared'] <= 1.0
+
+
+def test_versions_bench_alternates_two_code_versions(tmp_path):
+    """bench/bench_versions.py: the committed code against this tree on one small store."""
+    from engine_helpers import make_engine
+    from robotmem_ros.engine import store
+    sys.path.insert(0, str(REPO / 'bench'))
+    import datagen
+    if subprocess.run(['git', '-C', str(REPO), 'rev-parse', 'HEAD'],
+                      capture_output=True).returncode != 0:
+        pytest.skip('not a git checkout: no committed version to compare with')
+    engine = make_engine(tmp_path)
+    with engine.db.write() as conn:
+        for memory in datagen.memories(300, seed=1, dup_rate=0.0):
+            store.insert_memory(conn, type_='fact', content=memory.text, collection='default',
+                                session_id='', category='observation', perception_type='',
+                                kind='semantic', confidence=0.8, context=memory.context,
+                                created_at=1_700_000_000.0)
+    engine.close()
+    store_path = tmp_path / 'memory.db'
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'bench_versions.py'),
+                           '--store', str(store_path), '--before-ref', 'HEAD', '--rounds', '2',
+                           '--calls', '4', '--results', str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    doc = _load(tmp_path, 'versions')
+    for code in ('before', 'after'):
+        for call in ('recall', 'recall_context_filter', 'learn'):
+            assert doc[code][call]['count'] == 8
+            assert 0 < doc[code][call]['p50_ms'] <= doc[code][call]['p95_ms']
+        assert len(doc[code]['rss_mib']) == 2 and min(doc[code]['rss_mib']) > 50
+    engine = make_engine(tmp_path)
+    stored = engine.db.reader().execute("SELECT COUNT(*) FROM memories WHERE type = 'fact'")
+    assert stored.fetchone()[0] > 300  # both versions learned into the one store
+    engine.close()
