@@ -6,10 +6,11 @@ at 1M). This opens a store already filled (its ``--work`` directory's ``scale.db
 store) with each version in turn, round after round, so both see the same rows, indexes and
 page cache, and the machine's drift falls on both. A worker opens the store as the node does,
 waits until the vector index's approximate stage and the text index are ready, then times
-recalls, recalls with ``datagen.context_filter``, and learns of bench facts not yet stored
-(embedding excluded: the real model's vectors are computed beforehand), and reports its RSS.
+recalls, recalls with ``datagen.context_filter``, learns of bench facts not yet stored, and
+recalls that each follow a learn (embedding excluded: the real model's vectors are computed
+beforehand), and reports its RSS.
 
-Learns add rows: each round adds ``--calls`` facts per version (0.02 % of a 1M store over
+Learns add rows: each round adds 2 × ``--calls`` facts per version (0.07 % of a 1M store over
 the default run), so later rounds see a store a little larger for both versions alike. A
 second run on the same store needs another ``--seed``: its facts would be stored already.
 
@@ -22,6 +23,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -29,27 +31,36 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from common import (latency_summary, print_table, REPO_ROOT,  # noqa: I100,I101
                     RESULTS_DIR, write_run)
 import datagen  # noqa: I201
 
-MEASURES = ('recall', 'recall_context_filter', 'learn')
+MEASURES = ('recall', 'recall_context_filter', 'learn', 'recall_after_learn')
 SETTLE_TIMEOUT_S = 900.0
 
 
 def _ready(engine: Any) -> None:
-    """Wait for the approximate vector stage and, in a store large enough, the text index."""
-    from robotmem_ros.engine import vocab_store
-    rows = vocab_store.fts_totals(engine.db.reader())[0]
-    text_index = rows >= engine.config.text_index_min_rows
+    """
+    Wait for the approximate vector stage and, in a store large enough, the text index.
+
+    The text index must hold every change, the previous worker's learns included: until its
+    worker has applied them (about a second), FTS5 ranks those memories apart, a cost of the
+    previous run rather than of this version's steady state.
+    """
+    from robotmem_ros.engine import text_log_store, vocab_store
+    conn = engine.db.reader()
+    text_index = vocab_store.fts_totals(conn)[0] >= engine.config.text_index_min_rows
     started = time.monotonic()
     while time.monotonic() - started < SETTLE_TIMEOUT_S:
         engine.db.vectors.refresh()
-        text_ready = not text_index or engine.db.text.stats()['text_index_docs']
+        held = engine.db.text.stats()
+        text_ready = not text_index or (
+            held['text_index_docs'] and held['text_index_seq'] >= text_log_store.last_change(conn))
         if not engine.db.vectors.stats().get('ann_building') and text_ready:
             return
+        engine.recall('warm up', n=1)  # a search starts the text index's worker
         time.sleep(0.5)
 
 
@@ -65,26 +76,36 @@ def worker(args: argparse.Namespace) -> None:
     pre = PrecomputedEmbedder(real, [], real.embed([]))
     queries = datagen.queries(2 * args.calls, seed=args.seed)
     # Facts of their own per worker: a fact the other version stored would be an exact repeat.
-    facts = list(datagen.memories(args.calls, seed=args.fact_seed, dup_rate=0.0))
+    facts = list(datagen.memories(2 * args.calls, seed=args.fact_seed, dup_rate=0.0))
     texts = [*queries, *(fact.text for fact in facts)]
     pre.add(texts, real.embed(texts))
     engine = MemoryEngine(MemoryConfig(db_path=args.store), pre)
     engine.recall('warm up', n=10)  # loads the indexes, starts what builds in the background
     _ready(engine)
     cfilter = datagen.context_filter(args.seed)
-    calls = {
-        'recall': [lambda q=q: engine.recall(q, n=10) for q in queries[:args.calls]],
-        'recall_context_filter': [lambda q=q: engine.recall(q, n=10, context_filter=cfilter)
-                                  for q in queries[args.calls:]],
-        'learn': [lambda f=f: engine.learn(f.text, f.context) for f in facts]}
+    # (untimed setup or None, timed call) per measure.
+    calls: dict[str, list[tuple[Callable[[], Any] | None, Callable[[], Any]]]] = {
+        'recall': [(None, functools.partial(engine.recall, q, n=10))
+                   for q in queries[:args.calls]],
+        'recall_context_filter': [
+            (None, functools.partial(engine.recall, q, n=10, context_filter=cfilter))
+            for q in queries[args.calls:]],
+        'learn': [(None, functools.partial(engine.learn, f.text, f.context))
+                  for f in facts[:args.calls]],
+        # A robot's pattern: each recall follows a learn, whose FTS row changes the term
+        # counts and which the text index does not hold yet.
+        'recall_after_learn': [(functools.partial(engine.learn, f.text, f.context),
+                                functools.partial(engine.recall, q, n=10))
+                               for f, q in zip(facts[args.calls:], queries)]}
     row: dict[str, Any] = {}
     for measure in MEASURES:
-        samples = []
-        for call in calls[measure]:
+        row[measure] = []
+        for setup, call in calls[measure]:
+            if setup is not None:
+                setup()
             began = time.perf_counter()
             call()
-            samples.append((time.perf_counter() - began) * 1000.0)
-        row[measure] = samples
+            row[measure].append((time.perf_counter() - began) * 1000.0)
     row['rss_mib'] = psutil.Process().memory_info().rss / 2**20
     engine.close()
     print(json.dumps(row), flush=True)

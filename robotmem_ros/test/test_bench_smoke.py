@@ -163,7 +163,7 @@ def test_versions_bench_alternates_two_code_versions(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     doc = _load(tmp_path, 'versions')
     for code in ('before', 'after'):
-        for call in ('recall', 'recall_context_filter', 'learn'):
+        for call in ('recall', 'recall_context_filter', 'learn', 'recall_after_learn'):
             assert doc[code][call]['count'] == 8
             assert 0 < doc[code][call]['p50_ms'] <= doc[code][call]['p95_ms']
         assert len(doc[code]['rss_mib']) == 2 and min(doc[code]['rss_mib']) > 50
