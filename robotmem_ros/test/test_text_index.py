@@ -227,6 +227,37 @@ def test_a_start_reuses_its_index_and_rebuilds_any_other(tmp_path: pathlib.Path)
         engine.close()
 
 
+def test_changed_memories_get_fts5s_scores(tmp_path: pathlib.Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memories the index does not hold yet, more than ROWID_LOOKUPS, scored as FTS5 does."""
+    engine, conn, now, _ = _indexed(tmp_path)
+    monkeypatch.setattr(text_index.TextIndex, '_catch_up', lambda self, conn: None)
+    with engine.db.write() as writer:
+        new = [store.insert_memory(
+            writer, type_='fact', content=f'{text} near station {number}',
+            collection='ab'[number % 2], session_id='', category='observation',
+            perception_type='', kind='semantic', confidence=0.8, context={}, created_at=now)
+            for number, text in enumerate(QUERIES * 4)]
+        store.set_status(writer, new[2], 'superseded', now=now)
+    assert len(new) > store.ROWID_LOOKUPS
+    found = 0
+    for text in QUERIES:
+        query = textmod.fts_query(text)
+        assert set(new) <= set(engine.db.text.candidates(
+            conn, query, 'a', 5, active_only=True)[1])  # not held: ranked apart
+        for collection in ('a', 'b'):
+            every = _every_match(conn, query, collection, now, ())
+            got = store.fts_search(conn, query, collection, 40, now=now)
+            for memory_id, score in got:
+                if memory_id in new:
+                    assert score == pytest.approx(every[memory_id], rel=1e-9)
+                    found += 1
+            assert new[2] not in dict(got)
+    assert found > 20
+    assert _check_against_fts5(conn, now, rel=0.05) > 100
+    engine.close()
+
+
 def test_a_state_older_than_the_index_costs_time_not_answers(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A crash between tantivy's commit and state.json: the index holds changes its state does

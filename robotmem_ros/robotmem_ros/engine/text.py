@@ -27,6 +27,7 @@ _CJK = re.compile(r'[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+')
 _LATIN_TOKEN = re.compile(r'\d+(?:\.\d+)?[^\W\d_]*%?|[^\W\d_][^\W_]*')
 _NUMBER = re.compile(r'(?<![\w.])[-+]?\d+(?:\.\d+)?')
 _WS = re.compile(r'\s+')
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')  # a term of fts_match's expressions
 
 # Stopwords (EN + ZH + category words, so that sharing a category keyword alone never
 # makes two facts look alike) plus common English function words.
@@ -142,6 +143,11 @@ def fts_match(terms: Iterable[str]) -> str | None:
     phrase; raw user text never reaches MATCH, so no query is a syntax error.
     """
     return ' OR '.join('"' + t.replace('"', '""') + '"' for t in terms) or None
+
+
+def match_terms(match: str) -> list[str]:
+    """Return the terms of a MATCH expression built by fts_match (quoted, OR-joined)."""
+    return [term.replace('""', '"') for term in _QUOTED.findall(match)]
 
 
 def numbers_of(text: str) -> frozenset[float]:

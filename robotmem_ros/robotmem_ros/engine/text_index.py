@@ -38,7 +38,6 @@ import logging
 import math
 import os
 import pathlib
-import re
 import shutil
 import threading
 import time
@@ -71,7 +70,6 @@ MAX_CONTEXT_BYTES = 1_000
 NEARLY_ALL = 0.99
 META_KEY = 'text_index'
 _TOKENIZER = 'robotmem_tokens'
-_TERM = re.compile(r'"((?:[^"]|"")*)"')
 
 
 def available() -> bool:
@@ -82,11 +80,6 @@ def available() -> bool:
 def path_for(db_path: pathlib.Path) -> pathlib.Path:
     """Return the directory of a store's text index: ``<store>-tindex``."""
     return db_path.with_name(db_path.name + '-tindex')
-
-
-def match_terms(match: str) -> list[str]:
-    """Return the terms of a MATCH expression built by text.fts_match (quoted, OR-joined)."""
-    return [term.replace('""', '"') for term in _TERM.findall(match)]
 
 
 class TextIndex:
@@ -383,7 +376,7 @@ def _search(conn: Any, index: Any, match: str, collection: str, active_only: boo
     """Return tantivy's best ``count`` (score, address) with ``context`` terms, and ids."""
     import tantivy
     searcher = index.searcher()
-    terms = _terms(conn, searcher, index.schema, match_terms(match))
+    terms = _terms(conn, searcher, index.schema, textmod.match_terms(match))
     if not terms:  # no term the index holds: nothing matches
         return [], []
     must = [(tantivy.Occur.Must, tantivy.Query.boolean_query(
