@@ -590,7 +590,7 @@ def _ranked_first(conn: Any, where: list[str], params: dict[str, Any], depth: in
     order. CROSS JOIN: the ids are the outer loop (primary key lookups, not an index walk).
     A plain ``rowid IN`` is one FTS5 lookup per id, ``+rowid`` one pass over every match:
     about 1 ms an id against 18–25 ms at 1M (533 ms against 4 ms for 1 857 ids at 100k), so
-    up to ROWID_LOOKUPS ids (the memories changed since the text index's state) are looked up.
+    up to ROWID_LOOKUPS ids (a context filter's candidate set that small) are looked up.
     """
     params['depth'] = depth
     match = where[0]
