@@ -109,20 +109,26 @@ def test_thresholds_and_plots_are_written(smoke_results):
         assert (smoke_results / png).read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
 
 
-def test_text_index_bench_compares_with_fts5(tmp_path):
-    """bench/bench_text_index.py on a small store with the threshold lowered to reach it."""
+def _bench_store(tmp_path, count):
+    """Write a store of ``count`` bench facts (bench/datagen.py), no vectors; return its path."""
     from engine_helpers import make_engine
     from robotmem_ros.engine import store
     sys.path.insert(0, str(REPO / 'bench'))
     import datagen
     engine = make_engine(tmp_path)
     with engine.db.write() as conn:
-        for memory in datagen.memories(600, seed=1, dup_rate=0.0):
+        for memory in datagen.memories(count, seed=1, dup_rate=0.0):
             store.insert_memory(conn, type_='fact', content=memory.text, collection='default',
                                 session_id='', category='observation', perception_type='',
                                 kind='semantic', confidence=0.8, context=memory.context,
                                 created_at=1_700_000_000.0)
     engine.close()
+    return tmp_path / 'memory.db'
+
+
+def test_text_index_bench_compares_with_fts5(tmp_path):
+    """bench/bench_text_index.py on a small store with the threshold lowered to reach it."""
+    _bench_store(tmp_path, 600)
     proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'bench_text_index.py'),
                            '--store', str(tmp_path / 'memory.db'), '--queries', '12',
                            '--learns', '12', '--min-rows', '200', '--results', str(tmp_path)],
@@ -141,21 +147,10 @@ def test_text_index_bench_compares_with_fts5(tmp_path):
 def test_versions_bench_alternates_two_code_versions(tmp_path):
     """bench/bench_versions.py: the committed code against this tree on one small store."""
     from engine_helpers import make_engine
-    from robotmem_ros.engine import store
-    sys.path.insert(0, str(REPO / 'bench'))
-    import datagen
     if subprocess.run(['git', '-C', str(REPO), 'rev-parse', 'HEAD'],
                       capture_output=True).returncode != 0:
         pytest.skip('not a git checkout: no committed version to compare with')
-    engine = make_engine(tmp_path)
-    with engine.db.write() as conn:
-        for memory in datagen.memories(300, seed=1, dup_rate=0.0):
-            store.insert_memory(conn, type_='fact', content=memory.text, collection='default',
-                                session_id='', category='observation', perception_type='',
-                                kind='semantic', confidence=0.8, context=memory.context,
-                                created_at=1_700_000_000.0)
-    engine.close()
-    store_path = tmp_path / 'memory.db'
+    store_path = _bench_store(tmp_path, 300)
     proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'bench_versions.py'),
                            '--store', str(store_path), '--before-ref', 'HEAD', '--rounds', '2',
                            '--calls', '4', '--results', str(tmp_path)],
