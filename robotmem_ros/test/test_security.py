@@ -181,7 +181,9 @@ REVIEWED = {
              'named placeholder',
     'lookup': "store._ranked_first: the constant 'rowid' or '+rowid'",
     'embedding': "vector_store.codes_since: 'NULL' or 'e.embedding'",
-    'join': "vector_store.codes_since: '' or a constant LEFT JOIN",
+    'join': "vector_store.codes_since: '' or a constant LEFT JOIN; jaccard_store._passing: "
+            "'' or a constant CROSS JOIN of memories_fts",
+    'body': "jaccard_store._passing: 'NULL' or 'f.body'",
     'rows': "vector_store.context_ids: '(?, ?, ?)' placeholders repeated",
     '_TEXT_LOG_WHEN': 'schema constant: the text index log triggers fire once meta names one',
 }
