@@ -1,27 +1,29 @@
 """
 SQLite page-cache settings (``mmap_size``, ``cache_size``) against learn and recall latency.
 
-Runs on a copy of an existing store (for instance one filled by bench_scale.py's batch path)
-with the real model's vectors precomputed, so the figures are what the store costs. Settings
-take turns, each on fresh connections, over several rounds, so a change in machine load hits
-every setting alike.
+Runs on a copy of an existing store (for instance one filled by bench_scale.py's batch path,
+with its text index and index snapshot beside it) with the real model's vectors precomputed,
+so the figures are what the store costs. Settings take turns, each on a fresh engine that
+waits for its background indexes (``common.wait_until_ready``), over several rounds, so a
+change in machine load hits every setting alike. Every call gets its own query or fact (no
+learn is a duplicate of an earlier one). A memory map's pages count in the process's RSS
+(``RssFile``), so each setting's file-backed RSS is reported beside its latencies.
 
-    python bench/bench_pragmas.py --store /tmp/scale.db --rounds 3
+    python bench/bench_pragmas.py --store /tmp/scale/scale.db [--rounds 3] [--calls 40]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from common import write_result  # noqa: I100
+from common import (latency_summary, print_table, RESULTS_DIR,  # noqa: I100
+                    wait_until_ready, write_run)
 import datagen  # noqa: I201
 
 SETTINGS = {
@@ -31,15 +33,48 @@ SETTINGS = {
     'cache_64MiB': ('PRAGMA cache_size=-65536',),
     'mmap_1GiB_cache_64MiB': ('PRAGMA mmap_size=1073741824', 'PRAGMA cache_size=-65536'),
 }
+MEASURES = ('recall', 'recall_context_filter', 'learn')
+
+
+def _copy_store(store: pathlib.Path, work: pathlib.Path) -> pathlib.Path:
+    """Copy the store and the files beside it that share its name (indexes, WAL)."""
+    for source in store.parent.glob(store.name + '*'):
+        if source.is_dir():
+            shutil.copytree(source, work / source.name)
+        else:
+            shutil.copy(source, work / source.name)
+    return work / store.name
+
+
+def _rss_file_mib() -> float:
+    """File-backed resident pages of this process (a memory map's pages among them), MiB."""
+    for line in pathlib.Path('/proc/self/status').read_text().splitlines():
+        if line.startswith('RssFile:'):
+            return int(line.split()[1]) / 1024
+    return float('nan')
+
+
+def _timed(calls: Sequence[Callable[[], Any]]) -> list[float]:
+    out = []
+    for call in calls:
+        began = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - began) * 1000.0)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Time recall, filtered recall and learn under each setting; write pragmas.json."""
+    """Time recall, filtered recall and learn under each setting; write NAME.json."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[1])
-    parser.add_argument('--store', required=True, help='an existing store (copied, not changed)')
+    parser.add_argument('--store', required=True, type=pathlib.Path,
+                        help='an existing store (copied with its side files, not changed)')
     parser.add_argument('--rounds', type=int, default=3)
-    parser.add_argument('--calls', type=int, default=6, help='calls per measure per round')
+    parser.add_argument('--calls', type=int, default=40, help='calls per measure per round')
+    parser.add_argument('--seed', type=int, default=7)
+    parser.add_argument('--work', type=pathlib.Path, default=None,
+                        help='where the copy is made (default: the system temp directory)')
     parser.add_argument('--name', default='pragmas')
+    parser.add_argument('--results', type=pathlib.Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     from precomputed import PrecomputedEmbedder
     from robotmem_ros.config import MemoryConfig
@@ -48,19 +83,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     real = load_embedder(MemoryConfig())
     pre = PrecomputedEmbedder(real, [], real.embed([]))
     total = args.rounds * len(SETTINGS) * args.calls
-    learns = list(datagen.memories(total, seed=7, dup_rate=0.0))
-    queries = list(datagen.queries(total, seed=2))
-    pre.add([m.text for m in learns], real.embed([m.text for m in learns]))
+    facts = list(datagen.memories(total, seed=args.seed, dup_rate=0.0))
+    queries = list(datagen.queries(2 * total, seed=args.seed + 1))
+    pre.add([fact.text for fact in facts], real.embed([fact.text for fact in facts]))
     pre.add(queries, real.embed(queries))
-    cfilter = datagen.context_filter(0)
-    plain = database._connect
+    cfilter = datagen.context_filter(args.seed)
+    plain = database.connect
     times: dict[str, dict[str, list[float]]] = {
-        name: {'recall': [], 'recall_context_filter': [], 'learn': []} for name in SETTINGS}
-    loads = []
-    with tempfile.TemporaryDirectory() as work:
-        path = pathlib.Path(work) / 'store.db'
-        shutil.copy(args.store, path)
-        call = 0
+        name: {measure: [] for measure in MEASURES} for name in SETTINGS}
+    rss_file: dict[str, list[float]] = {name: [] for name in SETTINGS}
+    with tempfile.TemporaryDirectory(dir=args.work) as work:
+        path = _copy_store(args.store, pathlib.Path(work))
+        at = 0
         for _ in range(args.rounds):
             for name, pragmas in SETTINGS.items():
                 def connect(target: str, *, read_only: bool = False,
@@ -69,31 +103,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for pragma in pragmas:
                         conn.execute(pragma)
                     return conn
-                database._connect = connect
-                engine = MemoryEngine(MemoryConfig(db_path=str(path)), pre)
-                engine.recall(queries[0], n=10)  # loads the vector index
-                for _ in range(args.calls):
-                    query, memory = queries[call], learns[call]
-                    call += 1
-                    for key, run in (
-                            ('recall', lambda: engine.recall(query, n=10)),
-                            ('recall_context_filter',
-                             lambda: engine.recall(query, n=10, context_filter=cfilter)),
-                            ('learn', lambda: engine.learn(memory.text, memory.context))):
-                        start = time.perf_counter()
-                        run()
-                        times[name][key].append((time.perf_counter() - start) * 1000.0)
-                engine.close()
-                database._connect = plain
-            loads.append(os.getloadavg())
-    doc: dict[str, Any] = {'store': args.store, 'rounds': args.rounds, 'calls': args.calls,
-                           'load_avg': loads}
-    for name, measures in times.items():
-        doc[name] = {key: {'p50_ms': statistics.median(v), 'count': len(v)}
-                     for key, v in measures.items()}
-        print(name, {key: round(value['p50_ms'], 1) for key, value in doc[name].items()})
-    write_result(args.name, doc)
-    return 0
+                database.connect = connect
+                try:
+                    engine = MemoryEngine(MemoryConfig(db_path=str(path)), pre)
+                    engine.recall(queries[0], n=10)  # loads the indexes, starts their builds
+                    wait_until_ready(engine)
+                    span = slice(at, at + args.calls)
+                    times[name]['recall'] += _timed(
+                        [lambda q=q: engine.recall(q, n=10) for q in queries[span]])
+                    times[name]['recall_context_filter'] += _timed(
+                        [lambda q=q: engine.recall(q, n=10, context_filter=cfilter)
+                         for q in queries[total:][span]])
+                    times[name]['learn'] += _timed(
+                        [lambda f=f: engine.learn(f.text, f.context) for f in facts[span]])
+                    rss_file[name].append(_rss_file_mib())
+                    engine.close()
+                finally:
+                    database.connect = plain
+                at += args.calls
+    summary = {name: {**{measure: latency_summary(samples)
+                         for measure, samples in by_measure.items()},
+                      'rss_file_mib': rss_file[name]}
+               for name, by_measure in times.items()}
+    print_table(f'{args.store}: p50 / p95 ms, {args.rounds} rounds of {args.calls} calls',
+                ['setting', *MEASURES, 'RssFile MiB'],
+                [[name, *(f"{row[m]['p50_ms']:.2f} / {row[m]['p95_ms']:.2f}" for m in MEASURES),
+                  f"{max(row['rss_file_mib']):.0f}"] for name, row in summary.items()])
+    return write_run(args, **summary)
 
 
 if __name__ == '__main__':

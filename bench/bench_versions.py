@@ -34,36 +34,10 @@ import time
 from typing import Any, Callable, Sequence
 
 from common import (latency_summary, print_table, REPO_ROOT,  # noqa: I100,I101
-                    RESULTS_DIR, write_run)
+                    RESULTS_DIR, wait_until_ready, write_run)
 import datagen  # noqa: I201
 
 MEASURES = ('recall', 'recall_context_filter', 'learn', 'recall_after_learn')
-SETTLE_TIMEOUT_S = 900.0
-
-
-def _ready(engine: Any) -> None:
-    """
-    Wait for the approximate vector stage and, in a store large enough, the text index.
-
-    The text index must hold every change, the previous worker's learns included: until its
-    worker has applied them (about a second), FTS5 ranks those memories apart, a cost of the
-    previous run rather than of this version's steady state.
-    """
-    from robotmem_ros.engine import text_log_store, vocab_store
-    conn = engine.db.reader()
-    text_index = vocab_store.fts_totals(conn)[0] >= engine.config.text_index_min_rows
-    started = time.monotonic()
-    while time.monotonic() - started < SETTLE_TIMEOUT_S:
-        engine.db.vectors.refresh()
-        held = engine.db.text.stats()
-        text_ready = not text_index or (
-            held['text_index_docs'] and held['text_index_seq'] >= text_log_store.last_change(conn))
-        if not engine.db.vectors.stats().get('ann_building') and text_ready:
-            return
-        engine.recall('warm up', n=1)  # a search starts the text index's worker
-        time.sleep(0.5)
-
-
 def worker(args: argparse.Namespace) -> None:
     """Open the store with the version on sys.path, time each measure, print one JSON line."""
     import psutil
@@ -81,7 +55,7 @@ def worker(args: argparse.Namespace) -> None:
     pre.add(texts, real.embed(texts))
     engine = MemoryEngine(MemoryConfig(db_path=args.store), pre)
     engine.recall('warm up', n=10)  # loads the indexes, starts what builds in the background
-    _ready(engine)
+    wait_until_ready(engine)
     cfilter = datagen.context_filter(args.seed)
     # (untimed setup or None, timed call) per measure.
     calls: dict[str, list[tuple[Callable[[], Any] | None, Callable[[], Any]]]] = {

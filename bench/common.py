@@ -17,6 +17,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from typing import Any, Iterable, Iterator, Sequence
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -25,6 +26,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # older version imported this tree's code instead.
 PACKAGE_DIR = pathlib.Path(os.environ.get('ROBOTMEM_BENCH_PACKAGE', REPO_ROOT / 'robotmem_ros'))
 RESULTS_DIR = REPO_ROOT / 'bench' / 'results'
+SETTLE_TIMEOUT_S = 900.0  # an IVF-PQ stage and a text index built at 1M take minutes
 DEFAULT_EVAL = (REPO_ROOT / '..' / 'shared' / 'eval').resolve()
 CACHE_DIR = pathlib.Path(os.environ.get('ROBOTMEM_BENCH_CACHE',
                                         '~/.cache/robotmem_bench')).expanduser()
@@ -185,6 +187,30 @@ def rss_mb() -> float:
     """Resident set size of this process, in MiB."""
     import psutil
     return psutil.Process().memory_info().rss / 2**20
+
+
+def wait_until_ready(engine: Any) -> None:
+    """
+    Wait for the approximate vector stage and, in a store large enough, the text index.
+
+    Both are built or caught up in the background after an open; until then the sign-bit
+    scan and FTS5 answer, the costs of a start rather than of the steady state measured. The
+    text index must hold every change, a previous process's learns included: until its worker
+    has applied them (about a second), FTS5 ranks those memories apart.
+    """
+    from robotmem_ros.engine import text_log_store, vocab_store
+    conn = engine.db.reader()
+    text_index = vocab_store.fts_totals(conn)[0] >= engine.config.text_index_min_rows
+    started = time.monotonic()
+    while time.monotonic() - started < SETTLE_TIMEOUT_S:
+        engine.db.vectors.refresh()
+        held = engine.db.text.stats()
+        text_ready = not text_index or (
+            held['text_index_docs'] and held['text_index_seq'] >= text_log_store.last_change(conn))
+        if not engine.db.vectors.stats().get('ann_building') and text_ready:
+            return
+        engine.recall('warm up', n=1)  # a search starts the text index's worker
+        time.sleep(0.5)
 
 
 def quiet_logs() -> None:

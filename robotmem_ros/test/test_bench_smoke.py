@@ -166,3 +166,25 @@ def test_versions_bench_alternates_two_code_versions(tmp_path):
     stored = engine.db.reader().execute("SELECT COUNT(*) FROM memories WHERE type = 'fact'")
     assert stored.fetchone()[0] > 300  # both versions learned into the one store
     engine.close()
+
+
+def test_pragmas_bench_times_every_setting(tmp_path):
+    """bench/bench_pragmas.py on a copy of a small store: every setting timed, store intact."""
+    from engine_helpers import make_engine
+    store_path = _bench_store(tmp_path, 300)
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'bench_pragmas.py'),
+                           '--store', str(store_path), '--rounds', '1', '--calls', '3',
+                           '--work', str(tmp_path), '--results', str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    doc = _load(tmp_path, 'pragmas')
+    for setting in ('default', 'mmap_256MiB', 'mmap_1GiB', 'cache_64MiB',
+                    'mmap_1GiB_cache_64MiB'):
+        for call in ('recall', 'recall_context_filter', 'learn'):
+            assert doc[setting][call]['count'] == 3
+            assert 0 < doc[setting][call]['p50_ms'] <= doc[setting][call]['p95_ms']
+        assert doc[setting]['rss_file_mib'][0] > 0
+    engine = make_engine(tmp_path)
+    stored = engine.db.reader().execute("SELECT COUNT(*) FROM memories WHERE type = 'fact'")
+    assert stored.fetchone()[0] == 300  # the bench learned into its copy only
+    engine.close()
