@@ -38,6 +38,8 @@ from common import (latency_summary, print_table, REPO_ROOT,  # noqa: I100,I101
 import datagen  # noqa: I201
 
 MEASURES = ('recall', 'recall_context_filter', 'learn', 'recall_after_learn')
+
+
 def worker(args: argparse.Namespace) -> None:
     """Open the store with the version on sys.path, time each measure, print one JSON line."""
     import psutil

@@ -20,12 +20,13 @@ answers alone.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import math
 from typing import Callable, Iterator
 
 import numpy as np
+
+from robotmem_ros.engine import heap
 
 try:
     import faiss
@@ -111,20 +112,6 @@ def _one_thread() -> None:
     faiss.omp_set_num_threads(1)
 
 
-def _return_freed_heap() -> None:
-    """
-    Hand the heap a build freed back to the system (glibc's ``malloc_trim``).
-
-    Growing inverted lists and code arrays block by block leaves freed chunks that glibc keeps:
-    a node at 1M memories held 717 MiB after the build against about 300 for what it uses.
-    Elsewhere than glibc there is no such call; the process reuses the memory instead.
-    """
-    try:
-        ctypes.CDLL('libc.so.6').malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def lists_for(count: int) -> int:
     """IVF lists for a store of ``count`` vectors: sqrt(N), as measured at 1M."""
     return max(16, int(math.sqrt(count)))
@@ -148,7 +135,7 @@ def build(count: int, nprobe: int, sample: Callable[[np.ndarray], np.ndarray],
     del training
     for block in blocks(0, count, stage.dim):
         stage.add(block)
-    _return_freed_heap()
+    heap.return_freed()  # the blocks and training sample freed
     LOG.info('vector index: IVF%d,PQ%d + %s stage built over %d vectors',
              stage.nlist, PQ_BYTES, REFINE, stage.size)
     return stage

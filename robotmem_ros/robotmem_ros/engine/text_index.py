@@ -46,7 +46,7 @@ import uuid
 
 import numpy as np
 
-from robotmem_ros.engine import jaccard_store, schema, store, text_log_store, vocab_store
+from robotmem_ros.engine import heap, jaccard_store, schema, store, text_log_store, vocab_store
 from robotmem_ros.engine import text as textmod
 
 LOG = logging.getLogger('robotmem.engine')
@@ -319,6 +319,7 @@ class TextIndex:
         self._adopt(_open_index(self.directory), state)
         LOG.info('text index %s: %d rows in %.1f s', self.directory, count,
                  time.monotonic() - began)
+        heap.return_freed()  # the build's writer heap and rows
 
     def _own_writer(self) -> Any:
         """
@@ -369,6 +370,7 @@ class TextIndex:
         if held:
             with self._write() as writer_conn:
                 text_log_store.forget_changes(writer_conn, held)
+        heap.return_freed(heap.PERIOD_S)  # what this commit and the learns before it freed
 
 
 def _search(conn: Any, index: Any, match: str, collection: str, active_only: bool,
