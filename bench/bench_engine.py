@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from common import (add_run_arguments, latency_summary, median_over_repeats, print_table,
-                    quiet_logs, rss_mb, write_run)
+                    quiet_logs, rss_mb, timed, write_run)
 import datagen
 from precomputed import embed_cached, PrecomputedEmbedder
 from robotmem_ros.config import MemoryConfig
@@ -76,16 +76,6 @@ def db_bytes(engine: MemoryEngine) -> int:
     path = engine.db.path
     return sum(p.stat().st_size for p in (path, path.with_name(path.name + '-wal'))
                if p.exists())
-
-
-def timed(calls: Sequence[Callable[[], Any]]) -> list[float]:
-    """Run each call once; return the latencies in ms."""
-    out = []
-    for call in calls:
-        start = time.perf_counter()
-        call()
-        out.append((time.perf_counter() - start) * 1000.0)
-    return out
 
 
 def learn_texts(rng: random.Random, fresh: Any, existing: Sequence[datagen.Memory],

@@ -19,10 +19,9 @@ import pathlib
 import shutil
 import sys
 import tempfile
-import time
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from common import (latency_summary, print_table, RESULTS_DIR,  # noqa: I100
+from common import (latency_summary, print_table, RESULTS_DIR, timed,  # noqa: I100
                     wait_until_ready, write_run)
 import datagen  # noqa: I201
 
@@ -52,15 +51,6 @@ def _rss_file_mib() -> float:
         if line.startswith('RssFile:'):
             return int(line.split()[1]) / 1024
     return float('nan')
-
-
-def _timed(calls: Sequence[Callable[[], Any]]) -> list[float]:
-    out = []
-    for call in calls:
-        began = time.perf_counter()
-        call()
-        out.append((time.perf_counter() - began) * 1000.0)
-    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -109,12 +99,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     engine.recall(queries[0], n=10)  # loads the indexes, starts their builds
                     wait_until_ready(engine)
                     span = slice(at, at + args.calls)
-                    times[name]['recall'] += _timed(
+                    times[name]['recall'] += timed(
                         [lambda q=q: engine.recall(q, n=10) for q in queries[span]])
-                    times[name]['recall_context_filter'] += _timed(
+                    times[name]['recall_context_filter'] += timed(
                         [lambda q=q: engine.recall(q, n=10, context_filter=cfilter)
                          for q in queries[total:][span]])
-                    times[name]['learn'] += _timed(
+                    times[name]['learn'] += timed(
                         [lambda f=f: engine.learn(f.text, f.context) for f in facts[span]])
                     rss_file[name].append(_rss_file_mib())
                     engine.close()

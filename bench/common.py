@@ -18,7 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The package under test goes first on sys.path: this tree's, or the one a side-by-side run
@@ -91,6 +91,16 @@ def percentile(samples: Sequence[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def timed(calls: Sequence[Callable[[], Any]]) -> list[float]:
+    """Run each call once; return the latencies in ms."""
+    out = []
+    for call in calls:
+        start = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - start) * 1000.0)
+    return out
 
 
 def latency_summary(samples_ms: Sequence[float]) -> dict[str, float]:
