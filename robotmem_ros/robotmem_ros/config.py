@@ -164,6 +164,12 @@ class MemoryConfig:
                             '== "real".', lo=0.0, hi=100.0)
     max_fetch: int = _e(2000, 'Deepest candidate fetch per channel when filters starve '
                         'results.', lo=10, hi=100_000)
+    side_threads: int = _e(1, 'Spare threads that run one search of a call beside another: a '
+                           "recall's vector channel (query embedding included) beside its "
+                           "BM25 channel, a learn's nearest neighbours beside its Jaccard "
+                           'layer. A call that finds none free runs them one after the other; '
+                           '0 = always one after the other (engine/side_threads.py).', lo=0,
+                           hi=64, read_only=True)
     ann_min_vectors: int = _e(20_000, 'Stored vectors from which an IVF-PQ index (faiss) '
                               'proposes the vector candidates instead of a scan of every '
                               'sign-bit code; built in the background at start and as the '

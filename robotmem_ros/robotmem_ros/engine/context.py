@@ -14,6 +14,7 @@ from typing import Callable
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine.database import Database
 from robotmem_ros.engine.embedding_state import EmbeddingState
+from robotmem_ros.engine.side_threads import SideThreads
 
 
 @dataclass
@@ -24,3 +25,4 @@ class EngineContext:
     embedding: EmbeddingState
     clock: Callable[[], float]
     config: MemoryConfig
+    side: SideThreads  # a search beside another within one call (engine/side_threads.py)

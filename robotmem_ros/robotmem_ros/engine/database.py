@@ -107,6 +107,7 @@ class Database:
         prepare_path(path)
         self._write_lock = threading.RLock()
         self._local = threading.local()
+        self._changes_at_begin = -1  # the writer's total_changes when its transaction began
         self._readers: list[Any] = []
         self._readers_lock = threading.Lock()
         self._closed = False
@@ -171,6 +172,7 @@ class Database:
         This is where an sqlite error of a write becomes a typed one, once for every write:
         ConflictError for a broken uniqueness rule, else ``classify``'s StorageError.
         """
+        self._changes_at_begin = conn.total_changes
         try:
             yield
         except BaseException as exc:
@@ -210,6 +212,17 @@ class Database:
                     on_wait(holder)
         finally:
             conn.execute(f'PRAGMA busy_timeout={BUSY_TIMEOUT_MS}')
+
+    def unwritten(self, conn: Any) -> bool:
+        """
+        Return True while ``conn`` is the writer in a transaction that has changed no row yet.
+
+        A read connection then sees what the writer sees: BEGIN IMMEDIATE holds the write lock,
+        so no other connection commits before this transaction ends. A learn's nearest
+        neighbours are searched on a spare thread's reader on that ground (engine/dedup.py).
+        """
+        return (conn is self._writer and conn.in_transaction
+                and conn.total_changes == self._changes_at_begin)
 
     @contextlib.contextmanager
     def try_write(self) -> Iterator[Any | None]:

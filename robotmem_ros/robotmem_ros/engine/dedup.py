@@ -7,11 +7,16 @@ that differ in a number, a negation, an opposite word, an object, an attribute, 
 roles of their objects are never duplicates, whatever their overlap. Near misses — and the
 look-alikes the guard kept apart, which the decision layer needs to see contradictions — are
 collected as ``similar`` for the caller.
+
+The collection-wide nearest neighbours may be searched beside the Jaccard layer, on a spare
+thread's read connection, while the writer has written nothing: that reader then sees what the
+writer sees (Database.unwritten, engine/side_threads.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -26,6 +31,9 @@ COSINE_CANDIDATES = 3
 # instead of scanning the vectors a second time; dedup itself looks at the top 3 (docs/memory.md).
 NEIGHBOURS = 5
 SESSION_CANDIDATES = 20
+Hits = list[tuple[int, float]]
+# Starts a search given the connection to run on; returns what waits for its result.
+Beside = Callable[[Callable[[Any], Hits]], Callable[[], Hits]]
 
 
 @dataclass
@@ -49,20 +57,30 @@ class DedupVerdict:
 
 
 def check(conn: Any, content: str, *, collection: str, session_id: str,
-          vector: np.ndarray | None, config: MemoryConfig, now: float) -> DedupVerdict:
-    """Run the layers in order and stop at the first duplicate."""
+          vector: np.ndarray | None, config: MemoryConfig, now: float,
+          beside: Beside | None = None) -> DedupVerdict:
+    """
+    Run the layers in order and stop at the first duplicate.
+
+    ``beside(search)`` starts ``search(connection)`` where it may run beside this thread and
+    returns what waits for its result; without it the search runs on ``conn`` when needed.
+    """
     verdict = DedupVerdict()
     existing = store.find_active_by_hash(conn, collection, content)
     if existing is not None:
         verdict.method, verdict.existing_id, verdict.similarity = 'exact', existing, 1.0
         return verdict
+    nearest = None
+    if vector is not None:
+        search = functools.partial(_nearest, vector=vector, collection=collection)
+        nearest = beside(search) if beside else functools.partial(search, conn)
     tokens = textmod.jaccard_tokens(content)
     if tokens and _jaccard_layer(conn, verdict, content, tokens, collection, '',
                                  JACCARD_CANDIDATES, 'jaccard', config, now,
                                  near_misses=vector is None):
         return verdict
-    if vector is not None:
-        verdict.neighbours = store.vec_search(conn, vector, collection, NEIGHBOURS, type_='fact')
+    if nearest is not None:
+        verdict.neighbours = nearest()
         if _cosine_layer(conn, verdict, content, verdict.neighbours[:COSINE_CANDIDATES],
                          config.dedup_cosine_threshold, 'cosine', config):
             return verdict
@@ -76,6 +94,11 @@ def check(conn: Any, content: str, *, collection: str, session_id: str,
         _jaccard_layer(conn, verdict, content, tokens, collection, session_id,
                        SESSION_CANDIDATES, 'session_jaccard', config, now, near_misses=True)
     return verdict
+
+
+def _nearest(conn: Any, *, vector: np.ndarray, collection: str) -> Hits:
+    """Return the collection's facts nearest ``vector`` (dedup's top 3, the decider's peers)."""
+    return store.vec_search(conn, vector, collection, NEIGHBOURS, type_='fact')
 
 
 def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: frozenset[str],

@@ -26,6 +26,7 @@ from robotmem_ros.engine.learn import Learner
 from robotmem_ros.engine.recall import Recaller
 from robotmem_ros.engine.retention import prune_perceptions
 from robotmem_ros.engine.schema import migrate, SCHEMA_VERSION
+from robotmem_ros.engine.side_threads import SideThreads
 from robotmem_ros.engine.spatial import parse_spatial_sort
 from robotmem_ros.engine.validation import (check_channels, check_finite, check_id,
                                             check_min_confidence, check_recall_n, check_searchable,
@@ -74,7 +75,8 @@ class MemoryEngine:
         except RobotMemError:
             self.db.close()
             raise
-        self._ctx = EngineContext(self.db, self.embedding, clock, config)
+        self._ctx = EngineContext(self.db, self.embedding, clock, config,
+                                  SideThreads(config.side_threads))
         self.recaller = Recaller(self._ctx)
         self.learner = Learner(self._ctx)
         self._counter_lock = threading.Lock()
@@ -111,6 +113,7 @@ class MemoryEngine:
 
     def close(self) -> None:
         """Write pending recall counts if the store is free, close every connection."""
+        self._ctx.side.close()
         if not self.db.closed:
             self.recaller.access.flush()
         self.db.close()

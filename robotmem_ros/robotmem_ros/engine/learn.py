@@ -79,7 +79,7 @@ class Learner:
         with ctx.db.write() as conn:
             verdict = dedup.check(conn, fact.content, collection=fact.collection,
                                   session_id=fact.session_id, vector=fact.vector,
-                                  config=ctx.config, now=now)
+                                  config=ctx.config, now=now, beside=self._beside(conn))
             similar = _similar_records(conn, verdict.similar)
             if verdict.is_duplicate:
                 _reinforce(conn, verdict.existing_id, verdict.method, now)
@@ -96,6 +96,18 @@ class Learner:
         merged_vectors = self._merged_vectors(outcome)
         with ctx.db.write() as conn:
             return self._apply(conn, fact, outcome, similar, peers, merged_vectors, now)
+
+    def _beside(self, conn: Any) -> dedup.Beside | None:
+        """
+        Run dedup's vector search on a spare thread's reader while the writer wrote nothing.
+
+        A learn inside a larger write (one that changed rows already) searches on ``conn``:
+        a reader would not see those rows.
+        """
+        if not self.ctx.db.unwritten(conn):
+            return None
+        db, side = self.ctx.db, self.ctx.side
+        return lambda search: side.start(lambda: search(db.reader()))
 
     # --- decision --------------------------------------------------------------------------
 

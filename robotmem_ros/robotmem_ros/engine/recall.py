@@ -16,6 +16,8 @@ import heapq
 import time
 from typing import Any, Callable
 
+import numpy as np
+
 from robotmem_ros.engine import adjacency, bm25, feedback, store, vocab_store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.access_counts import AccessCounts
@@ -99,8 +101,8 @@ class Recaller:
         if 'bm25' in channels:
             bm_terms = textmod.query_terms(query) if terms is None else terms
             fts_q = textmod.fts_match(bm_terms)
-        qvec = self.ctx.embedding.embed_query(query) if 'vector' in channels else None
-        mode = _mode(fts_q is not None or qvec is None, qvec is not None)
+        qvec = functools.cache(functools.partial(self.ctx.embedding.embed_query, query)
+                               if 'vector' in channels else lambda: None)
         filtered = bool(session_id or not cfilter.is_empty or spatial
                         or options.origin is not None or cfg.recall_scope != 'all'
                         or options.created_from is not None or options.created_to is not None
@@ -113,14 +115,14 @@ class Recaller:
                                                     pushed))
                   if pushed and not options.include_superseded else None)
         while True:
+            vec_result = self.ctx.side.start(functools.partial(
+                self._nearest, qvec, collection, fetch, session_id, exclude_session, pushed))
             bm = _rescored(conn, store.fts_search(
                 conn, fts_q, collection, fetch, now=now, session_id=session_id,
                 min_confidence=min_conf, include_inactive=options.include_superseded,
                 exclude_session=exclude_session, context=pushed, within=within), bm_terms, cfg
             ) if fts_q else []
-            vec = store.vec_search(conn, qvec, collection, fetch, session_id=session_id,
-                                   exclude_session=exclude_session, context=pushed
-                                   ) if qvec is not None else []
+            vec = vec_result()
             scores = _fuse(bm, vec, cfg)
             scores = _with_adjacent(conn, _with_feedback(conn, scores, bm, vec, bm_terms, n, cfg),
                                     n, cfg)
@@ -139,7 +141,23 @@ class Recaller:
         kept = kept[:n]
         for record, score in zip(kept, maxscore_normalize([r.rrf_score for r in kept])):
             record.rrf_score = score
-        return kept, mode
+        return kept, _mode(fts_q is not None or qvec() is None, qvec() is not None)
+
+    def _nearest(self, qvec: Callable[[], np.ndarray | None], collection: str, depth: int,
+                 session_id: str, exclude_session: str, context: list[tuple[str, Any]]
+                 ) -> list[tuple[int, float]]:
+        """
+        Run the vector channel: embed the query (once a recall), find its nearest ``depth``.
+
+        It runs beside the BM25 channel on a spare thread (engine/side_threads.py), so it reads
+        through that thread's own connection; its errors reach the caller with its result.
+        """
+        vector = qvec()
+        if vector is None:
+            return []
+        return store.vec_search(self.ctx.db.reader(), vector, collection, depth,
+                                session_id=session_id, exclude_session=exclude_session,
+                                context=context)
 
     def _weighted(self, conn: Any, scores: dict[int, float], n: int,
                   passes: Callable[[MemoryRecord], bool], now: float) -> list[MemoryRecord]:
