@@ -6,7 +6,7 @@ GIL (faiss, numpy, tantivy, SQLite's steps), so running them side by side took t
 them from 15.3 to 9.3 ms at 1M memories and from 5.1 to 3.1 ms at 10k (docs/performance.md,
 "Both channels at once"). A caller never queues for a thread: when every spare thread is
 busy (concurrent recalls on a multi-threaded executor), the call runs in the caller, after
-its own work, as it would with no spare threads (``channel_threads`` 0).
+its own work, as it would with no spare threads (``side_threads`` 0).
 """
 
 from __future__ import annotations
