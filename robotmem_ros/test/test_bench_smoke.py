@@ -188,3 +188,23 @@ def test_pragmas_bench_times_every_setting(tmp_path):
     stored = engine.db.reader().execute("SELECT COUNT(*) FROM memories WHERE type = 'fact'")
     assert stored.fetchone()[0] == 300  # the bench learned into its copy only
     engine.close()
+
+
+def test_segmenter_bench_compares_both_segmenters(tmp_path):
+    """bench/bench_segmenter.py on a few sentences written here (jieba: a bench-only package)."""
+    pytest.importorskip('jieba', reason='requirements/bench-segmenter.txt not installed')
+    header = 'dataset,split,sentence1,sentence2,label\n'
+    for name, rows in (('zh_pairs', ['LCQMC,test,机器人抓取红色杯子,把杯子放在左边的架子上,0',
+                                     'BQ,test,打开抽屉的最上层,打开抽屉的中间层,0']),
+                       ('stsb_zh', ['test,慢慢拿起钥匙,拿钥匙时要慢一点,4'])):
+        (tmp_path / name).mkdir()
+        first = header if name == 'zh_pairs' else 'split,sentence1,sentence2,score\n'
+        (tmp_path / name / f'{name}.csv').write_text(first + '\n'.join(rows) + '\n')
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'bench_segmenter.py'),
+                           '--eval', str(tmp_path), '--results', str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    doc = json.loads((tmp_path / 'segmenter.json').read_text())
+    assert doc['runs'] == 6 and doc['differ'] == 0
+    assert [row['segmenter'] for row in doc['segmenters']] == ['jieba 0.42.1', 'rjieba 0.2.2']
+    assert all(row['rss_added_mib'] > 0 for row in doc['segmenters'])

@@ -120,7 +120,7 @@ def test_similar_facts_are_reported_not_blocking(engine):
     assert 0.4 <= result.similar_facts[0].rrf_score <= 0.7
 
 
-def test_chinese_jaccard_dedup_uses_jieba(engine):
+def test_chinese_jaccard_dedup_compares_segmented_words(engine):
     first = engine.learn('机械臂抓取杯子时需要降低速度')
     result = engine.learn('机械臂 抓取 杯子 时 需要 降低 速度')
     assert result.status == 'duplicate' and result.existing_id == first.memory_id
