@@ -2,7 +2,7 @@
 The memory engine: pure Python over SQLite; nothing below this package imports rclpy.
 
 ``MemoryEngine`` is loaded on first use (PEP 562), so importing one engine module, or this
-package, does not pull in numpy, jieba and the whole engine.
+package, does not pull in numpy and the whole engine.
 """
 
 from typing import Any

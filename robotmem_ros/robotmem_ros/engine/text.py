@@ -7,7 +7,7 @@ matches in one place matches in all (docs/memory.md, Tokens). A whitespace split
 identifiers are split on ``_ = : /``, numbers keep their attached unit (``12.5n``), English words
 get a light plural/-ing stem, and Chinese runs are segmented by rjieba (jieba-rs: jieba's
 dictionary and algorithm, the same words as jieba on 188 443 natural Chinese runs, in 33 instead
-of 82 MiB; docs/performance.md).
+of 80 MiB; docs/performance.md).
 """
 
 from __future__ import annotations
