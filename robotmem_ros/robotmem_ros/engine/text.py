@@ -18,6 +18,7 @@ import re
 from typing import Iterable
 import unicodedata
 
+# A run of CJK ideographs: what the segmenter is handed (bench/bench_segmenter.py takes them too).
 CJK_RUN = re.compile(r'[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+')
 # Numbers with an attached unit ("12.5n", "90deg", "5%"), or words starting with a letter that
 # may carry digits ("ur5e").
