@@ -83,7 +83,11 @@ def _cut_cjk(run: str) -> tuple[str, ...]:
     return tuple(w for w in rjieba.cut(run) if w.strip())
 
 
-@functools.lru_cache(maxsize=65536)
+# A learn and a recall tokenize their text several times, consolidation each session fact
+# once: a few thousand entries serve them. A full cache holds its texts and their tokens for
+# the node's life: 1.5 KB an entry on LoCoMo turns, 9.6 KB on Cranfield abstracts (65 536
+# entries held 94 and 597 MiB; docs/performance.md).
+@functools.lru_cache(maxsize=4096)
 def tokenize(text: str) -> tuple[str, ...]:
     """Return all tokens of ``text`` in order: case-folded, stemmed, CJK segmented."""
     folded = unicodedata.normalize('NFC', text).casefold()
