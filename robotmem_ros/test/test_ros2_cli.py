@@ -121,10 +121,16 @@ def _terminal_signals() -> None:
 
 
 def launch(*args: str, log: pathlib.Path) -> subprocess.Popen:
-    """Start ``ros2 launch robotmem_ros robotmem.launch.py ARGS`` in its own process group."""
+    """
+    Start ``ros2 launch robotmem_ros robotmem.launch.py ARGS`` in its own process group.
+
+    TMPDIR is the log's folder: launch_ros writes the node's parameters to a
+    ``launch_params_*`` file there and never removes it, so each run would leave one in /tmp.
+    """
     out = open(log, 'ab')
     return subprocess.Popen(['ros2', 'launch', 'robotmem_ros', 'robotmem.launch.py', *args],
                             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ, TMPDIR=str(log.parent)),
                             start_new_session=True, preexec_fn=_terminal_signals)
 
 
