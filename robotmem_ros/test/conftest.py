@@ -41,6 +41,20 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line('markers', f'{marker}: ament linter test')
 
 
+@pytest.fixture(scope='session', autouse=True)
+def ros_log_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """
+    Keep the run's ROS log files in its pytest folder (unless ROS_LOG_DIR is set).
+
+    Every process that starts rclpy writes one; a run starts about 210 (node subprocesses, CLI
+    calls, clients), which would otherwise pile up in ~/.ros/log run after run. Set before any
+    test starts rclpy (autouse, session scope); the node subprocesses inherit it.
+    """
+    if 'ROS_LOG_DIR' not in os.environ:
+        os.environ['ROS_LOG_DIR'] = str(tmp_path_factory.mktemp('ros_log'))
+    return pathlib.Path(os.environ['ROS_LOG_DIR'])
+
+
 class RosClient:
     """A client node spinning in a background thread; calls block the test, not the node."""
 
