@@ -12,9 +12,12 @@ precision / recall / F1 at the configured thresholds, and the threshold that rea
 
 Alternatives for the guard are scored side by side at the configured thresholds: none
 (similarity only), the number/negation/opposite-word check alone (the guard before issue 12),
-the content-word alignment rules (shipped), and the rules plus the embedder on the differing
-spans. ``robot_pairs`` (human paraphrases of one robot task, minimal edits that change the goal,
-other tasks of the scene) also gets accuracy per kind of pair.
+the content-word alignment rules (shipped), the rules plus the embedder on the differing
+spans, and, where ``requirements/bench-pos.txt`` is installed, the rules plus a part-of-speech
+tagger that lets replaced verbs and adverbs through (``pos_guard.py``; the JSON then also counts
+the paraphrases kept apart by a replaced word, by what the replaced words are).
+``robot_pairs`` (human paraphrases of one robot task, minimal edits that change the goal, other
+tasks of the scene) also gets accuracy per kind of pair.
 
     python bench/dedup_quality.py                      # all default sets from --eval
     python bench/dedup_quality.py --pairs my.csv --split test --model use-multilingual-int8
@@ -32,6 +35,7 @@ from typing import Any, Sequence
 from common import add_run_arguments, DEFAULT_EVAL, print_table, quiet_logs, write_result
 import metrics
 import numpy as np
+from pos_guard import load_tagger, PosJudge
 from precomputed import embed_cached
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.embedding import load_embedder
@@ -49,6 +53,9 @@ SETS = {
     'robot_pairs': ('robot_pairs/robot_pairs_dev.csv', '', '', ''),
 }
 GUARDS = ('none', 'conflict_only', 'rules', 'rules_span')
+# The score() array each guard alternative keeps pairs apart with ('rules_pos': pos_guard.py).
+KEPT_APART = {'conflict_only': 'conflict', 'rules': 'distinct', 'rules_span': 'distinct_span',
+              'rules_pos': 'distinct_pos'}
 SCORE_DUP, SCORE_NOT = 4.0, 2.0
 GRID = [round(x, 2) for x in np.linspace(0.0, 1.0, 101)]
 PRECISION_TARGET = 0.95
@@ -83,10 +90,12 @@ def load_pairs(path: pathlib.Path, split: str, dataset: str = '', limit: int = 0
 class PairScorer:
     """Similarities of pairs as each dedup layer computes them."""
 
-    def __init__(self, embedder: Any, config: MemoryConfig, use_cache: bool = True) -> None:
+    def __init__(self, embedder: Any, config: MemoryConfig, use_cache: bool = True,
+                 pos: PosJudge | None = None) -> None:
         self.embedder = embedder
         self.config = config
         self.use_cache = use_cache
+        self.pos = pos
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> dict[str, np.ndarray]:
         """Arrays over the pairs: jaccard, cosine (nan when unreadable), guards, exact."""
@@ -111,9 +120,15 @@ class PairScorer:
                     cos[i] = float(np.dot(vectors[a], vectors[b]))
             span = np.array([bool(judgment.difference(fa, fb, self.span_similarity))
                              for fa, fb in feats])
-        return {'jaccard': jac, 'cosine': cos, 'conflict': conflict, 'distinct': distinct,
-                'distinct_span': span, 'exact': exact,
-                'same_numbers': measures & ~conflict & ~distinct}
+        out = {'jaccard': jac, 'cosine': cos, 'conflict': conflict, 'distinct': distinct,
+               'distinct_span': span, 'exact': exact,
+               'same_numbers': measures & ~conflict & ~distinct}
+        if self.pos is not None:
+            self.pos.tag(t for pair in pairs for t in pair)
+            out['distinct_pos'] = np.array([
+                bool(judgment.difference(fa, fb, self.pos.span_judge(a, b)))
+                for (fa, fb), (a, b) in zip(feats, pairs)])
+        return out
 
     def span_similarity(self, a: str, b: str) -> float:
         """Cosine of two differing spans (the 'rules_span' alternative)."""
@@ -138,8 +153,7 @@ def layer_scores(s: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.nda
 def decide(s: dict[str, np.ndarray], jaccard_threshold: float,
            cosine_threshold: float | None, guard: str = 'rules') -> dict[str, np.ndarray]:
     """Return the engine's decisions per layer and for the pipeline exact → Jaccard → cosine."""
-    ok = {'none': np.ones_like(s['distinct']), 'conflict_only': ~s['conflict'],
-          'rules': ~s['distinct'], 'rules_span': ~s['distinct_span']}[guard]
+    ok = ~s[KEPT_APART[guard]] if guard != 'none' else np.ones_like(s['distinct'])
     jac = ok & (s['jaccard'] > jaccard_threshold)
     readable = ~np.isnan(s['cosine'])
     cos = (ok & readable & (np.nan_to_num(s['cosine'], nan=-1.0) >= cosine_threshold)
@@ -163,6 +177,17 @@ def per_kind(full: np.ndarray, labels: np.ndarray, kinds: Sequence[str]) -> dict
         out[kind] = {'pairs': int(mask.sum()), 'accuracy': float(correct.mean()),
                      'judged_duplicate': int(full[mask].sum())}
     return out
+
+
+def substitutions_by_pos(pos: PosJudge, pairs: Sequence[tuple[str, str]],
+                         labels: np.ndarray) -> dict[str, int]:
+    """Duplicates the shipped rules keep apart for a replaced word, by what that word is."""
+    counts: dict[str, int] = {}
+    for (a, b), label in zip(pairs, labels):
+        if label and judgment.difference(a, b).startswith('differs in'):
+            kind = pos.substitution_class(a, b)
+            counts[kind] = counts.get(kind, 0) + 1
+    return counts
 
 
 def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
@@ -202,9 +227,12 @@ def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
     out['config'] = {'dedup_jaccard_threshold': cfg.dedup_jaccard_threshold,
                      'dedup_cosine_threshold': cfg.dedup_cosine_threshold}
     out['at_config'] = {k: metrics.prf(v, labels) for k, v in at_config.items()}
+    guards = GUARDS + (('rules_pos',) if 'distinct_pos' in s else ())
     out['guards'] = {g: metrics.prf(decide(s, cfg.dedup_jaccard_threshold,
                                            cfg.dedup_cosine_threshold, g)['full'], labels)
-                     for g in GUARDS}
+                     for g in guards}
+    if scorer.pos is not None:
+        out['substitutions_by_pos'] = substitutions_by_pos(scorer.pos, pairs, labels)
     if any(kinds):
         out['per_kind'] = per_kind(at_config['full'], labels, kinds)
     if tune is not None:
@@ -219,10 +247,16 @@ def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
 
 def report(model: str, sets: dict[str, Any]) -> None:
     """Print the tables."""
+    guards = list(next(iter(sets.values()))['guards'])
     print_table('guard alternatives: full pipeline at the configured thresholds (P / R)',
-                ['set'] + [f'{g} P' for g in GUARDS] + [f'{g} R' for g in GUARDS],
-                [[n] + [r['guards'][g]['precision'] for g in GUARDS]
-                 + [r['guards'][g]['recall'] for g in GUARDS] for n, r in sets.items()])
+                ['set'] + [f'{g} P' for g in guards] + [f'{g} R' for g in guards],
+                [[n] + [r['guards'][g]['precision'] for g in guards]
+                 + [r['guards'][g]['recall'] for g in guards] for n, r in sets.items()])
+    if any('substitutions_by_pos' in r for r in sets.values()):
+        print_table('duplicates kept apart for a replaced word, by its part of speech',
+                    ['set', 'replaced words', 'pairs'],
+                    [[n, k, v] for n, r in sets.items()
+                     for k, v in sorted(r.get('substitutions_by_pos', {}).items())])
     kinds = [(n, k, v) for n, r in sets.items() for k, v in r.get('per_kind', {}).items()]
     if kinds:
         print_table('accuracy per kind of pair (full pipeline, configured thresholds)',
@@ -284,7 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                              default.embed_model,
                              embed_backend='none' if args.model == 'none' else 'onnx')
     embedder = load_embedder(config) if args.model != 'none' else None
-    scorer = PairScorer(embedder, config, use_cache=not args.no_cache)
+    nlp, tagger = load_tagger()
+    print(f'part-of-speech alternative: {tagger if nlp is not None else "skipped, " + tagger}')
+    scorer = PairScorer(embedder, config, use_cache=not args.no_cache,
+                        pos=PosJudge(nlp) if nlp is not None else None)
     if args.pairs:
         jobs = {args.pairs.stem: (args.pairs, args.dataset, args.split, args.tune_split)}
     else:
@@ -299,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report(args.model, results)
     name = args.name or f'dedup_{args.model}'
     doc = {'model': args.model, 'eval_dir': str(args.eval), 'limit': args.limit,
-           'precision_target': PRECISION_TARGET, 'sets': results}
+           'precision_target': PRECISION_TARGET, 'pos_tagger': tagger, 'sets': results}
     print(f'\nwrote {write_result(name, doc, args.results)}')
     return 0
 

