@@ -86,6 +86,10 @@ _TEARDOWN_S = 10
 # itself (faulthandler on SIGSEGV and the like). The tally reports them with the exit status.
 _STACK_DUMP_S = 2.0
 _MODULE = 'robotmem_ros.testing'  # this module, as client processes import it
+# What starts a child's result line on its stdout. Other lines can come first: Fast DDS's
+# default log consumer writes its warnings and errors to stdout, and in a Jazzy run one client
+# process's first stdout line was not its result (its JSON parse failed the lane).
+_RESULT = 'fresh client result: '
 # What a fresh client process writes to stderr once its node and client exist, just before its
 # call. A process that gives no result without having written it never called: Fast DDS 3.2
 # once hung a fresh process inside ``rclpy.create_node`` (its /parameter_events publisher) for
@@ -182,7 +186,9 @@ def _in_child(body: str, args: list[Any], timeout: float) -> tuple[dict[str, Any
     on a robot is, not forked: a fork of a process that has imported rclpy copies the threads'
     state of LTTng-UST (loaded with rclpy's tracing) and OpenBLAS, and one such fork crashed
     with SIGSEGV before its call. The child prints its result first, then closes its
-    participant (``_close_dds``) and exits; ``stuck`` says that closing did not finish.
+    participant (``_close_dds``) and exits; ``stuck`` says that closing did not finish. Lines
+    the child writes to stdout before its result (the middleware's log) are reported with its
+    stderr when no result comes.
     """
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(p for p in sys.path if p)  # what the caller imports
@@ -190,7 +196,7 @@ def _in_child(body: str, args: list[Any], timeout: float) -> tuple[dict[str, Any
         proc = subprocess.Popen(
             [sys.executable, '-m', _MODULE, 'child', body, json.dumps(args)],
             env=env, stdout=subprocess.PIPE, stderr=stderr)
-        line = _first_line(proc.stdout, time.monotonic() + timeout + _CHILD_GRACE_S)
+        line, before = _result_line(proc.stdout, time.monotonic() + timeout + _CHILD_GRACE_S)
         if not line:
             proc.send_signal(signal.SIGUSR1)  # every thread's stack to stderr, then kill
             time.sleep(_STACK_DUMP_S)
@@ -202,24 +208,32 @@ def _in_child(body: str, args: list[Any], timeout: float) -> tuple[dict[str, Any
     stuck = status == -signal.SIGALRM
     if line:
         return json.loads(line), stuck
-    why = f'no result from the child (exit status {status}); its stderr:\n{logged[-8000:]}'
+    why = (f'no result from the child (exit status {status}); its stdout:\n{before[-4000:]}\n'
+           f'its stderr:\n{logged[-8000:]}')
     return {'response': None, 'copies': 0, 'error': why, 'ready': _READY in logged}, stuck
 
 
-def _first_line(stream: Any, deadline: float) -> bytes:
-    """Read ``stream`` up to its first newline; b'' at end of file or past ``deadline``."""
+def _result_line(stream: Any, deadline: float) -> tuple[str, str]:
+    """
+    Read ``stream`` up to the child's result line; return (its JSON, the lines before it).
+
+    The JSON is '' at end of file or past ``deadline``.
+    """
     data = b''
-    while b'\n' not in data:
+    while True:
+        lines = data.decode(errors='replace').split('\n')
+        for at, line in enumerate(lines[:-1]):  # whole lines only
+            if line.startswith(_RESULT):
+                return line[len(_RESULT):], '\n'.join(lines[:at])
         ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
         chunk = os.read(stream.fileno(), 65536) if ready else b''
         if not chunk:
-            return b''
+            return '', data.decode(errors='replace')
         data += chunk
-    return data.split(b'\n', 1)[0]
 
 
 def _child(body: str, args: list[Any]) -> None:
-    """Print ``body(*args)`` as one JSON line, close DDS within ``_TEARDOWN_S``, exit."""
+    """Print ``_RESULT`` and ``body(*args)`` as JSON on one line, close DDS, exit."""
     faulthandler.enable(all_threads=True)  # a crash leaves its stacks on stderr
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     module, function = body.split(':')
@@ -227,7 +241,7 @@ def _child(body: str, args: list[Any]) -> None:
         result = getattr(importlib.import_module(module), function)(*args)
     except BaseException as exc:  # report it as the result
         result = {'response': None, 'copies': 0, 'error': repr(exc)}
-    print(json.dumps(result), flush=True)
+    print(_RESULT + json.dumps(result), flush=True)
     signal.alarm(_TEARDOWN_S)
     _close_dds()
     os._exit(0)

@@ -83,6 +83,29 @@ def test_a_hung_client_process_says_whether_it_got_to_call(monkeypatch):
     assert (before['ready'], after['ready']) == (False, True)
 
 
+# What Fast DDS's default log consumer writes to a client process's stdout.
+MIDDLEWARE_LINE = '2026-12-04 19:18:58.123 [RTPS_TRANSPORT_SHM Error] Failed init_port'
+
+
+def _log_to_stdout_then_answer() -> dict:
+    print(MIDDLEWARE_LINE, flush=True)
+    return {'response': 'answered'}
+
+
+def _log_to_stdout_then_hang() -> dict:
+    print(MIDDLEWARE_LINE, flush=True)
+    time.sleep(120)
+    return {}
+
+
+def test_a_client_process_that_logs_to_stdout_still_gives_its_result(monkeypatch):
+    outcome, stuck = testing._in_child(f'{__name__}:_log_to_stdout_then_answer', [], 30.0)
+    assert (outcome, stuck) == ({'response': 'answered'}, False)
+    monkeypatch.setattr(testing, '_CHILD_GRACE_S', 1.0)
+    outcome, _ = testing._in_child(f'{__name__}:_log_to_stdout_then_hang', [], 0.5)
+    assert f'its stdout:\n{MIDDLEWARE_LINE}\n' in outcome['error'], outcome['error']
+
+
 def _never_called(error: str = 'no result from the child (exit status -9)') -> dict:
     return {'response': None, 'copies': 0, 'error': error, 'ready': False}
 
