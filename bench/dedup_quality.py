@@ -190,6 +190,17 @@ def substitutions_by_pos(pos: PosJudge, pairs: Sequence[tuple[str, str]],
     return counts
 
 
+def print_kept_apart(name: str, pairs: Sequence[tuple[str, str]], labels: np.ndarray,
+                     count: int, seed: int) -> None:
+    """Print a seeded sample of labelled duplicates the rules keep apart, with the reason."""
+    kept = [(a, b, why) for (a, b), label in zip(pairs, labels)
+            if label and (why := judgment.difference(a, b))]
+    random.Random(seed).shuffle(kept)
+    print(f'\n{name}: {count} of the {len(kept)} duplicates kept apart (seed {seed})')
+    for a, b, why in kept[:count]:
+        print(f'  {a!r}\n  {b!r}\n    -> {why}')
+
+
 def evaluate_set(name: str, scorer: PairScorer, test: tuple, tune: tuple | None
                  ) -> dict[str, Any]:
     """All metrics of one pair set."""
@@ -305,6 +316,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help='bundled model for the cosine layer (minilm-l6-dq, minilm-l6-int8, '
                              'use-multilingual-int8) or "none"')
     parser.add_argument('--limit', type=int, default=0, help='subsample pairs per split')
+    parser.add_argument('--kept-apart-sample', type=int, default=0, metavar='N',
+                        help='print N seeded duplicates per set that the rules keep apart, '
+                             'and why (to read what the guard refuses)')
     add_run_arguments(parser, '', 'result name (default dedup_<model>)')
     return parser.parse_args(argv)
 
@@ -333,6 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if tune_split else None
         results[name] = evaluate_set(name, scorer, test, tune)
         print(f'{name}: {len(test[0])} pairs scored', flush=True)
+        if args.kept_apart_sample:
+            print_kept_apart(name, test[0], test[1], args.kept_apart_sample, args.seed)
     report(args.model, results)
     name = args.name or f'dedup_{args.model}'
     doc = {'model': args.model, 'eval_dir': str(args.eval), 'limit': args.limit,
