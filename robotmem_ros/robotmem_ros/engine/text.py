@@ -155,13 +155,8 @@ def match_terms(match: str) -> list[str]:
     return [term.replace('""', '"') for term in _QUOTED.findall(match)]
 
 
-def numbers_of(text: str) -> frozenset[float]:
-    """Numeric values mentioned in ``text`` (12.5 and 12.50 are the same value)."""
-    return frozenset(numbers_in_order(text))
-
-
 def numbers_in_order(text: str) -> tuple[float, ...]:
-    """Numeric values of ``text`` in the order of their first mention."""
+    """Numeric values of ``text`` in the order of their first mention (12.5 and 12.50 are one)."""
     return tuple(dict.fromkeys(float(m.group())
                                for m in _NUMBER.finditer(text.replace('_', ' '))))
 
