@@ -231,3 +231,18 @@ def test_dedup_bench_scores_the_part_of_speech_alternative(tmp_path):
     assert (guards['rules']['tp'], guards['rules']['fp']) == (0, 0)  # the adverb keeps them apart
     assert (guards['rules_pos']['tp'], guards['rules_pos']['fp']) == (1, 0)
     assert result['substitutions_by_pos'] == {'verb, adverb or other': 1}
+
+
+def test_dedup_bench_prints_the_duplicates_the_guard_keeps_apart(tmp_path):
+    """--kept-apart-sample: labelled duplicates the guard refuses, each with its reason."""
+    pairs = tmp_path / 'pairs.csv'
+    pairs.write_text('sentence1,sentence2,label\n'
+                     'grip the mug with 12 N,grip the mug with 14 N,1\n'
+                     'the cup is on the shelf,the cup is on the shelf,1\n')
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'dedup_quality.py'),
+                           '--pairs', str(pairs), '--model', 'none', '--kept-apart-sample', '5',
+                           '--results', str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert 'pairs: 5 of the 1 duplicates kept apart (seed 0)' in proc.stdout, proc.stdout
+    assert "'grip the mug with 14 N'\n    -> different numbers" in proc.stdout, proc.stdout
