@@ -11,6 +11,9 @@ from typing import Any
 
 from robotmem_ros.errors import StorageError
 
+# The values memories.status takes (its CHECK in _V1; migrations are never rewritten).
+STATUSES = ('active', 'superseded', 'forgotten')
+
 _V1 = [
     """
     CREATE TABLE meta (

@@ -460,11 +460,14 @@ def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]
     Both score ``idf × tf·(k1 + 1) / (tf + k1·(1 − b + b·len/avg))`` with k1 = 1.2, b = 0.75,
     but tantivy's IDF is ``ln(1 + (N − n + 0.5) / (n + 0.5))`` and FTS5's the same log without
     the 1 (nearly 0 for a term in most rows): each term is boosted by their ratio, from FTS5's
-    row counts, so the candidates are the ones FTS5 would rank first.
+    row counts, so the candidates are the ones FTS5 would rank first. tantivy's N and n count
+    every document its segments hold, deleted ones too until a merge drops them; the boost
+    must use the same N (:func:`_held_documents`), or a store with many pending deletes (a
+    burst of forgets) ranks by skewed IDFs.
     """
     import tantivy
     stats = vocab_store.corpus_stats(conn, terms)
-    total = searcher.num_docs
+    total = _held_documents(searcher)
     queries = []
     for term in terms:
         held = searcher.doc_freq('body', term)
@@ -474,6 +477,16 @@ def _terms(conn: Any, searcher: Any, schema: Any, terms: list[str]) -> list[Any]
                 tantivy.Query.term_query(schema, 'body', term, index_option='freq'),
                 stats.idf(term) / own))
     return queries
+
+
+def _held_documents(searcher: Any) -> int:
+    """
+    Return tantivy's BM25 N: the documents its segments hold, deleted ones included.
+
+    The binding gives the live count only (``num_docs``); every document holds one status
+    term, and a term's document frequency counts deleted documents as BM25 does.
+    """
+    return sum(searcher.doc_freq('status', status) for status in schema.STATUSES)
 
 
 def context_terms(values: Iterable[tuple[int, Any]]) -> list[str]:

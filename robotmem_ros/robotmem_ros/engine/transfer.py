@@ -16,7 +16,7 @@ import os
 import pathlib
 from typing import Any, Callable, Iterator
 
-from robotmem_ros.engine import store, transfer_store
+from robotmem_ros.engine import schema, store, transfer_store
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import snapshot
 from robotmem_ros.engine.transfer_store import COUNTERS, TIMES
@@ -228,7 +228,7 @@ def _memory(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
             'perception_type': _text(obj, 'perception_type', where, required=False),
             'kind': _choice(obj, 'kind', ('episodic', 'semantic'), where),
             'confidence': _confidence(obj, where),
-            'status': _choice(obj, 'status', ('active', 'superseded', 'forgotten'), where),
+            'status': _choice(obj, 'status', schema.STATUSES, where),
             'superseded_by': obj.get('superseded_by'),
             'created_at': _time(obj, 'created_at', where),
             'context': _object(obj, 'context', where)}
