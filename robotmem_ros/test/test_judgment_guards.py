@@ -44,6 +44,9 @@ DIFFERENT = [
     ('the gripper is open', 'the gripper is closed', 'opposite'),
     ('pick up the cup', 'pick up the cup and the book', 'added object'),
     ('pick up the bowl', 'pick up the bowl on the left', 'added place'),
+    ('pick up the next cup', 'pick up the first cup', 'ordinal'),
+    ('pick up the next cup', 'pick up the cup nearby', 'ordinal'),
+    ('put the cup in the toolbox', 'put the cup in the tool', 'object'),
     ('vision: red cup detected on the table', 'vision: blue box detected near the sink', 'source'),
     ('vision: red cup detected on the table', 'lidar: red cup detected on the table', 'source'),
 ]
@@ -59,6 +62,9 @@ SAME = [
      'take black bowl next to ramekin and place on plate'),
     ('the night operator prefers silent mode', 'silent mode is preferred by the night operator'),
     ('The red cup is on the left shelf', 'the red cup is on the left shelf.'),
+    ('put the mug in the tool box', 'Put the mug in the toolbox.'),
+    ('wipe the key-board', 'wipe the keyboard'),
+    ('Next to the sink, put the cup', 'put the cup beside the sink'),
 ]
 
 

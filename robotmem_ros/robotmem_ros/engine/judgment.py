@@ -8,7 +8,8 @@ share 0.75 Jaccard and a high cosine, and swapping the two mugs of "put the whit
 left plate and the yellow mug on the right plate" keeps every word (Jaccard 1.0). So the texts are
 aligned as sequences of content words (articles, auxiliaries and pronouns dropped, verbs and
 spatial words of one meaning mapped to one word: pick up / lift / grab, place / put / set,
-beside / near / next to) and the difference is read off the alignment:
+beside / near / next to; a compound written as one word or two, tool box / toolbox, is one
+word) and the difference is read off the alignment:
 
 * a different number, a flipped negation or an opposite word (left/right, open/closed);
 * a word only one text has in a *protected* class — colour, material, size, place or spatial
@@ -55,7 +56,7 @@ today again still already
 SYNONYMS = {
     **dict.fromkeys('lift grab take grasp get pickup'.split(), 'pick'),
     **dict.fromkeys('put set move drop'.split(), 'place'),
-    **dict.fromkeys('beside near nearby next adjacent'.split(), 'next_to'),
+    **dict.fromkeys('beside near nearby adjacent'.split(), 'next_to'),
     **dict.fromkeys('center centre central'.split(), 'middle'),
     **dict.fromkeys('inside into within'.split(), 'in'),
     **dict.fromkeys('onto atop upon'.split(), 'on'),
@@ -84,7 +85,8 @@ under above below behind front back left right top middle bottom between next_to
 upper lower side corner edge far close north south east west rear leftmost rightmost
 """.split())
 GOAL_PREPOSITIONS = frozenset({'in', 'on'})
-ORDINALS = frozenset('first second third fourth fifth previous other another both'
+# 'next' alone is an ordinal ("the next cup", "next week"); "next to" is a relation.
+ORDINALS = frozenset('first second third fourth fifth previous next other another both'
                      .split())
 # Actions are implied by each other ("move X to Y" is pick and place): a text that names one
 # the other leaves implicit says no more; naming another action does.
@@ -143,10 +145,13 @@ def _canonical(token: str) -> str:
 
 def content_words(text: str) -> tuple[str, ...]:
     """Canonical content words of ``text`` in order (numbers are compared apart)."""
+    tokens = textmod.tokenize(text)
     out = []
-    for token in textmod.tokenize(text.replace('next to', 'next_to').replace('pick up', 'pick')):
+    for i, token in enumerate(tokens):
         if token in FUNCTION_WORDS or token[0].isdigit():
             continue
+        if token == 'next' and tokens[i + 1:i + 2] == ('to',):
+            token = 'next_to'
         out.append(_canonical(token))
     return tuple(out)
 
@@ -228,15 +233,33 @@ def difference(a: str | Features, b: str | Features,
     only_a, only_b = fa.bag - fb.bag, fb.bag - fa.bag
     if not (only_a & ACTIONS and only_b & ACTIONS):  # one action implied by the other
         only_a, only_b = only_a - ACTIONS, only_b - ACTIONS
+    only_a, only_b = _without_compounds(fa.content, only_a, only_b)
+    only_b, only_a = _without_compounds(fb.content, only_b, only_a)
     if only_a and only_b:
         why = _substitution(only_a, only_b, span_judge)
     else:
-        why = _addition(fa, fb) if only_a else _addition(fb, fa)
+        why = _addition(fa, fb, only_a) if only_a else _addition(fb, fa, only_b)
     if why:
         return why
     if not _same_roles(fa, fb):
         return 'same words in other roles'
     return ''
+
+
+def _without_compounds(words: tuple[str, ...], only: frozenset[str], other: frozenset[str]
+                       ) -> tuple[frozenset[str], frozenset[str]]:
+    """
+    Drop a compound that ``words`` writes as two words and the other text as one.
+
+    "the tool box" / "the toolbox", "key-board" / "keyboard": both words of the pair are only
+    in ``words``' text and their concatenation only in the other's. Any other split (a word
+    shared, a different compound) is left for the guards to judge.
+    """
+    for first, second in zip(words, words[1:]):
+        joined = first + second
+        if first in only and second in only and first != second and joined in other:
+            only, other = only - {first, second}, other - {joined}
+    return only, other
 
 
 def _substitution(only_a: frozenset[str], only_b: frozenset[str],
@@ -251,15 +274,14 @@ def _substitution(only_a: frozenset[str], only_b: frozenset[str],
     return ''
 
 
-def _addition(longer: Features, shorter: Features) -> str:
+def _addition(longer: Features, shorter: Features, added: frozenset[str]) -> str:
     """
-    Words only ``longer`` has: wording when each is an attribute-like modifier.
+    Words only ``longer`` has (``added``): wording when each is an attribute-like modifier.
 
     A modifier sits before a word both texts share, inside one clause ("the akita black bowl"
     / "the bowl"); a place, an ordinal, or a word that ends its clause ("pick the cup and the
     book") is content.
     """
-    added = longer.bag - shorter.bag - ACTIONS
     if not added:
         return ''
     if added & ADDITION_PROTECTED:
