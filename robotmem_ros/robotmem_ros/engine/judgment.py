@@ -233,8 +233,9 @@ def difference(a: str | Features, b: str | Features,
     only_a, only_b = fa.bag - fb.bag, fb.bag - fa.bag
     if not (only_a & ACTIONS and only_b & ACTIONS):  # one action implied by the other
         only_a, only_b = only_a - ACTIONS, only_b - ACTIONS
-    only_a, only_b = _without_compounds(fa.content, only_a, only_b)
-    only_b, only_a = _without_compounds(fb.content, only_b, only_a)
+    if only_a and only_b:  # a compound needs words on both sides
+        only_a, only_b = _without_compounds(fa.content, only_a, only_b)
+        only_b, only_a = _without_compounds(fb.content, only_b, only_a)
     if only_a and only_b:
         why = _substitution(only_a, only_b, span_judge)
     else:
