@@ -196,7 +196,8 @@ def print_kept_apart(name: str, pairs: Sequence[tuple[str, str]], labels: np.nda
     kept = [(a, b, why) for (a, b), label in zip(pairs, labels)
             if label and (why := judgment.difference(a, b))]
     random.Random(seed).shuffle(kept)
-    print(f'\n{name}: {count} of the {len(kept)} duplicates kept apart (seed {seed})')
+    print(f'\n{name}: {min(count, len(kept))} of the {len(kept)} duplicates kept apart '
+          f'(seed {seed})')
     for a, b, why in kept[:count]:
         print(f'  {a!r}\n  {b!r}\n    -> {why}')
 
