@@ -1,9 +1,10 @@
 """
 The judgment guards: distinct facts stay distinct in every layer that could hide one.
 
-One test per difference class (object, attribute, place, quantity, roles), the paraphrases that
-must still count as one fact, the ``source:`` prefix, records that never supersede each other,
-the updates that must still supersede, and the guard rails around any decider's proposal.
+One test per difference class (object, attribute, place, quantity, roles, action), the
+paraphrases that must still count as one fact, the ``source:`` prefix, records that never
+supersede each other, the updates that must still supersede, and the guard rails around any
+decider's proposal.
 """
 
 from engine_helpers import make_engine
@@ -49,6 +50,16 @@ DIFFERENT = [
     ('put the cup in the toolbox', 'put the cup in the tool', 'object'),
     ('vision: red cup detected on the table', 'vision: blue box detected near the sink', 'source'),
     ('vision: red cup detected on the table', 'lidar: red cup detected on the table', 'source'),
+    ('pick up the cup', 'wash the cup', 'action'),
+    ('open the drawer', 'clean the drawer', 'action'),
+    ('switch on the stove', 'clean the stove', 'action'),
+    ('turn on the stove', 'turn off the stove', 'opposite'),
+    ('turn the cup on the tray', 'turn the cup', 'added place'),
+    ('pick both cups', 'pick the cup', 'quantity'),
+    ('put both cups on the tray and close the drawer',
+     'put the cup on the tray and close the drawer', 'quantity'),
+    ('put the bowl on the top shelf', 'put the bowl on the shelf', 'place'),
+    ('put the bowl on top of the cabinet', 'put the bowl in the cabinet', 'relation'),
 ]
 
 # Paraphrases that differ only in wording: one fact.
@@ -65,6 +76,16 @@ SAME = [
     ('put the mug in the tool box', 'Put the mug in the toolbox.'),
     ('wipe the key-board', 'wipe the keyboard'),
     ('Next to the sink, put the cup', 'put the cup beside the sink'),
+    ('turn on the stove', 'turn the stove on'),
+    ('switch on the stove and put the moka pot on it',
+     'turn the stove on and put the moka pot on it'),
+    ('place the bowl on top of the plate', 'put the bowl on the plate'),
+    ('put the wine bottle on the top of the cabinet', 'put the wine bottle on the cabinet'),
+    ('put both the alphabet soup and the cream cheese box in the basket',
+     'put alphabet soup and cream cheese box in basket'),
+    ('insert the bowl into the drawer', 'put the bowl in the drawer'),
+    ('shut the microwave', 'close the microwave'),
+    ('put the book in the rear compartment', 'put the book in the back compartment'),
 ]
 
 

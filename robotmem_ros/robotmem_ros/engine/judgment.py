@@ -8,12 +8,13 @@ share 0.75 Jaccard and a high cosine, and swapping the two mugs of "put the whit
 left plate and the yellow mug on the right plate" keeps every word (Jaccard 1.0). So the texts are
 aligned as sequences of content words (articles, auxiliaries and pronouns dropped, verbs and
 spatial words of one meaning mapped to one word: pick up / lift / grab, place / put / set,
-beside / near / next to; a compound written as one word or two, tool box / toolbox, is one
-word) and the difference is read off the alignment:
+beside / near / next to, turn on the stove / turn the stove on; a compound written as one word
+or two, tool box / toolbox, is one word) and the difference is read off the alignment:
 
 * a different number, a flipped negation or an opposite word (left/right, open/closed);
 * a word only one text has in a *protected* class — colour, material, size, place or spatial
   relation, ordinal — whatever the other text says there;
+* another verb where one text's action stands (pick up the cup / wash the cup);
 * a content word replaced by another (an object, a name, an attribute), unless the caller's
   span judge (the embedder on the two differing spans) finds the spans say the same;
 * more than ``MAX_ADDED`` content words added on one side (new detail is a new fact);
@@ -55,7 +56,8 @@ today again still already
 # One meaning, one word (values are canonical; keys are stemmed tokens).
 SYNONYMS = {
     **dict.fromkeys('lift grab take grasp get pickup'.split(), 'pick'),
-    **dict.fromkeys('put set move drop'.split(), 'place'),
+    **dict.fromkeys('put set move drop insert'.split(), 'place'),
+    'shut': 'close', 'switch': 'turn', 'rear': 'back',
     **dict.fromkeys('beside near nearby adjacent'.split(), 'next_to'),
     **dict.fromkeys('center centre central'.split(), 'middle'),
     **dict.fromkeys('inside into within'.split(), 'in'),
@@ -90,9 +92,17 @@ ORDINALS = frozenset('first second third fourth fifth previous next other anothe
                      .split())
 # Actions are implied by each other ("move X to Y" is pick and place): a text that names one
 # the other leaves implicit says no more; naming another action does.
-ACTIONS = frozenset({'pick', 'place', 'open', 'close', 'push', 'pull', 'turn', 'stack', 'pour',
-                     'wipe', 'press'})
+ACTIONS = frozenset({'pick', 'place', 'open', 'close', 'push', 'pull', 'turn', 'turn_on',
+                     'turn_off', 'stack', 'pour', 'wipe', 'press'})
 SUBSTITUTION_PROTECTED = ATTRIBUTES | SPATIAL | GOAL_PREPOSITIONS | ORDINALS | ACTIONS
+# A switching verb's particle, how far after the verb it may stand (its object between), and
+# what may follow it at the end of a clause (the end of the text is '').
+PARTICLES = frozenset({'on', 'off'})
+_PARTICLE_REACH = 4
+CLAUSE_ENDS = frozenset({'', 'and', 'then'})
+# "both the X and the Y": articles open both halves; X is this many words at most.
+ARTICLES = frozenset({'the', 'a', 'an'})
+_CORRELATIVE_REACH = 4
 ADDITION_PROTECTED = SPATIAL | ORDINALS
 
 _CLAUSE = re.compile(r'\s*(?:[,;!?。；，]|\.(?=\s|$)|\band\b|\bthen\b)\s*')
@@ -144,16 +154,58 @@ def _canonical(token: str) -> str:
 
 
 def content_words(text: str) -> tuple[str, ...]:
-    """Canonical content words of ``text`` in order (numbers are compared apart)."""
-    tokens = textmod.tokenize(text)
+    """
+    Canonical content words of ``text`` in order (numbers are compared apart).
+
+    Phrases of one meaning are read as one word: ``next to`` is a relation, a switching verb
+    and its particle are one action wherever the particle stands (``turn on the stove`` /
+    ``turn the stove on``); the ``top`` of ``on (the) top of X`` and the ``both`` of ``both
+    the X and the Y`` say nothing the phrase without them does not.
+    """
+    tokens = list(textmod.tokenize(text))
+    _join_particles(tokens)
     out = []
     for i, token in enumerate(tokens):
-        if token in FUNCTION_WORDS or token[0].isdigit():
+        if not token or token in FUNCTION_WORDS or token[0].isdigit() or _idle(tokens, i):
             continue
-        if token == 'next' and tokens[i + 1:i + 2] == ('to',):
+        if token == 'next' and _at(tokens, i + 1) == 'to':
             token = 'next_to'
         out.append(_canonical(token))
     return tuple(out)
+
+
+def _at(tokens: list[str], i: int) -> str:
+    return tokens[i] if 0 <= i < len(tokens) else ''
+
+
+def _join_particles(tokens: list[str]) -> None:
+    """
+    Fold a switching verb's ``on`` / ``off`` into the verb, in place (the particle becomes '').
+
+    The particle follows the verb (``switch on the light``) or ends its clause after the
+    object (``switch the light on``, ``... on and ...``); in ``turn the cup on the tray`` the
+    ``on`` names a place and stays.
+    """
+    for i, token in enumerate(tokens):
+        if token not in PARTICLES:
+            continue
+        verb = next((j for j in range(i - 1, max(i - 1 - _PARTICLE_REACH, -1), -1)
+                     if _canonical(tokens[j]) == 'turn'), None)
+        if verb is not None and (verb == i - 1 or _at(tokens, i + 1) in CLAUSE_ENDS):
+            tokens[verb], tokens[i] = f'turn_{token}', ''
+
+
+def _idle(tokens: list[str], i: int) -> bool:
+    """Is ``tokens[i]`` the ``top`` of 'on (the) top of' or the ``both`` of 'both ... and'."""
+    token = tokens[i]
+    if token == 'top':
+        before = (_at(tokens, i - 2), _at(tokens, i - 1))
+        return _at(tokens, i + 1) == 'of' and (before[1] == 'on' or before == ('on', 'the'))
+    if token != 'both' or _at(tokens, i + 1) not in ARTICLES:
+        return False
+    # "both the X and the Y": a pair of things, not a quantity ("both cups" stays)
+    span = tokens[i + 2:i + 3 + _CORRELATIVE_REACH]
+    return 'and' in span and _at(tokens, i + 3 + span.index('and')) in ARTICLES
 
 
 def split_source(text: str) -> tuple[str, str]:
@@ -232,6 +284,9 @@ def difference(a: str | Features, b: str | Features,
         return why
     only_a, only_b = fa.bag - fb.bag, fb.bag - fa.bag
     if not (only_a & ACTIONS and only_b & ACTIONS):  # one action implied by the other
+        replaced = _verb_replaced(fa, fb, only_a, only_b) or _verb_replaced(fb, fa, only_b, only_a)
+        if replaced:
+            return f'differs in the action ({replaced})'
         only_a, only_b = only_a - ACTIONS, only_b - ACTIONS
     if only_a and only_b:  # a compound needs words on both sides
         only_a, only_b = _without_compounds(fa.content, only_a, only_b)
@@ -244,6 +299,21 @@ def difference(a: str | Features, b: str | Features,
         return why
     if not _same_roles(fa, fb):
         return 'same words in other roles'
+    return ''
+
+
+def _verb_replaced(fa: Features, fb: Features, only_a: frozenset[str],
+                   only_b: frozenset[str]) -> str:
+    """
+    Name an action only ``fa`` has that opens a clause where ``fb`` opens the same clause with a
+    word of its own.
+
+    That word stands where the verb stands: another verb (``pick the cup`` / ``wash the cup``),
+    not a modifier of the object, and not an action ``fb`` leaves implicit.
+    """
+    for clause_a, clause_b in zip(fa.clauses, fb.clauses):
+        if clause_a[0] in only_a & ACTIONS and clause_b[0] in only_b:
+            return f'{clause_a[0]} / {clause_b[0]}'
     return ''
 
 
