@@ -305,8 +305,7 @@ def difference(a: str | Features, b: str | Features,
 def _verb_replaced(fa: Features, fb: Features, only_a: frozenset[str],
                    only_b: frozenset[str]) -> str:
     """
-    Name an action only ``fa`` has that opens a clause where ``fb`` opens the same clause with a
-    word of its own.
+    Name an action only ``fa`` has that opens a clause ``fb`` opens with a word of its own.
 
     That word stands where the verb stands: another verb (``pick the cup`` / ``wash the cup``),
     not a modifier of the object, and not an action ``fb`` leaves implicit.
