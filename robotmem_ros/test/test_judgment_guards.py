@@ -60,6 +60,9 @@ DIFFERENT = [
      'put the cup on the tray and close the drawer', 'quantity'),
     ('put the bowl on the top shelf', 'put the bowl on the shelf', 'place'),
     ('put the bowl on top of the cabinet', 'put the bowl in the cabinet', 'relation'),
+    ("put the cup's lid on the box", "put the box's lid on the cup", 'roles'),
+    ("put the cup in the cabinet's top drawer", 'put the cup in the top drawer', 'added owner'),
+    ("Caroline's dog is Max", "Melanie's dog is Max", 'owner'),
 ]
 
 # Paraphrases that differ only in wording: one fact.
@@ -86,6 +89,11 @@ SAME = [
     ('insert the bowl into the drawer', 'put the bowl in the drawer'),
     ('shut the microwave', 'close the microwave'),
     ('put the book in the rear compartment', 'put the book in the back compartment'),
+    ('put the black bowl in the bottom drawer of the cabinet and close it',
+     'place black bowl in cabinet’s bottom drawer and shut'),
+    ("the robot's gripper is open.", 'the gripper of the robot is open'),
+    ("Caroline's dog's name is Max", 'the name of the dog of Caroline is Max'),
+    ("it's on the table", 'it is on the table'),
 ]
 
 

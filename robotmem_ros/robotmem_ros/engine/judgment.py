@@ -8,8 +8,9 @@ share 0.75 Jaccard and a high cosine, and swapping the two mugs of "put the whit
 left plate and the yellow mug on the right plate" keeps every word (Jaccard 1.0). So the texts are
 aligned as sequences of content words (articles, auxiliaries and pronouns dropped, verbs and
 spatial words of one meaning mapped to one word: pick up / lift / grab, place / put / set,
-beside / near / next to, turn on the stove / turn the stove on; a compound written as one word
-or two, tool box / toolbox, is one word) and the difference is read off the alignment:
+beside / near / next to, turn on the stove / turn the stove on; an owner in one place, the
+cabinet's drawer / the drawer of the cabinet; a compound written as one word or two, tool box /
+toolbox, is one word) and the difference is read off the alignment:
 
 * a different number, a flipped negation or an opposite word (left/right, open/closed);
 * a word only one text has in a *protected* class — colour, material, size, place or spatial
@@ -109,6 +110,12 @@ _CLAUSE = re.compile(r'\s*(?:[,;!?。；，]|\.(?=\s|$)|\band\b|\bthen\b)\s*')
 ROLE_WORDS = ATTRIBUTES | SPATIAL | GOAL_PREPOSITIONS | ORDINALS
 # Prepositions whose landmark (the next word) says where or on what: "on the book".
 RELATIONS = GOAL_PREPOSITIONS | frozenset('under above below behind between next_to'.split())
+# "the cabinet's top drawer": an owner word, how many words it may own, and the words that
+# end what it owns (besides the end of a phrase).
+_OWNER = re.compile(r"([^\W\d_][\w-]*)['’]s", re.IGNORECASE)
+_OWNED_REACH = 3
+_OWNED_ENDS = FUNCTION_WORDS | CLAUSE_ENDS | RELATIONS
+_PHRASE_END = re.compile(r'[,;:.!?]+$')
 
 # A ``name:`` prefix is a source (not an attribute) when it is a known source, or a name
 # followed by a statement of its own.
@@ -157,12 +164,13 @@ def content_words(text: str) -> tuple[str, ...]:
     """
     Canonical content words of ``text`` in order (numbers are compared apart).
 
-    Phrases of one meaning are read as one word: ``next to`` is a relation, a switching verb
+    Phrases of one meaning are read as one word or in one order: ``next to`` is a relation,
+    ``the cabinet's top drawer`` is ``the top drawer of the cabinet``, a switching verb
     and its particle are one action wherever the particle stands (``turn on the stove`` /
     ``turn the stove on``); the ``top`` of ``on (the) top of X`` and the ``both`` of ``both
     the X and the Y`` say nothing the phrase without them does not.
     """
-    tokens = list(textmod.tokenize(text))
+    tokens = list(textmod.tokenize(_of_genitive(text)))
     _join_particles(tokens)
     out = []
     for i, token in enumerate(tokens):
@@ -172,6 +180,42 @@ def content_words(text: str) -> tuple[str, ...]:
             token = 'next_to'
         out.append(_canonical(token))
     return tuple(out)
+
+
+def _of_genitive(text: str) -> str:
+    """
+    Write each ``X's Y`` of ``text`` as ``Y of X``: one order for the owner and what it owns.
+
+    Without it the owner stands before the place words in one text and after them in the
+    other, and the guard reads "in the cabinet's bottom drawer" / "in the bottom drawer of the
+    cabinet" as other roles. The owned words run to a function word, the end of a phrase or
+    ``_OWNED_REACH`` words; ``it's``, ``that's`` and ``let's`` own nothing. A chain ("Caroline's
+    dog's name") is rewritten one owner at a time.
+    """
+    words = text.split()
+    i = 0
+    while i < len(words):
+        owner = _OWNER.fullmatch(words[i])
+        name = owner.group(1) if owner else ''
+        owned = 0
+        if name and name.casefold() not in _OWNED_ENDS and name.casefold() not in _PRONOUNS:
+            for follower in words[i + 1:i + 1 + _OWNED_REACH]:
+                bare = _PHRASE_END.sub('', follower)
+                if not bare or bare.casefold() in _OWNED_ENDS:
+                    break
+                owned += 1
+                if bare != follower:
+                    break
+        if not owned:
+            i += 1
+            continue
+        last = words[i + owned]
+        tail = _PHRASE_END.search(last)
+        end = tail.group() if tail else ''
+        # the first owned word may own in its turn: it is read next, at the same i
+        words[i:i + 1 + owned] = [*words[i + 1:i + owned], last[:len(last) - len(end)], 'of',
+                                  name + end]
+    return ' '.join(words)
 
 
 def _at(tokens: list[str], i: int) -> str:
