@@ -317,10 +317,15 @@ class VectorIndex:
             self._ann_builder.start()
 
     def _extend(self, ann: ann_stage.AnnStage, conn: Any) -> None:
-        """Append the floats of positions ``ann.size .. size - 1`` (in blocks)."""
+        """
+        Append the floats of positions ``ann.size .. size - 1`` (in blocks).
+
+        Only the new positions' seqs are copied: a learn adds one, and copying all of them
+        was 8 MB and about 0.5 ms of every learn at 1M.
+        """
         with self._lock:
-            seqs = self._seqs[:self._size].copy()
-        for block in self._blocks(conn, seqs, ann.size, len(seqs), ann.dim):
+            seqs = self._seqs[ann.size:self._size].copy()
+        for block in self._blocks(conn, seqs, 0, len(seqs), ann.dim):
             with self._ann_lock:
                 ann.add(block)
 
