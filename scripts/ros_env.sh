@@ -15,9 +15,6 @@ _rm_venv="${ROBOTMEM_VENV:-$_rm_root/.venv$_rm_suffix}"
 _rm_install="$_rm_root/install$_rm_suffix"
 export ROBOTMEM_INSTALL="$_rm_install"
 export VIRTUAL_ENV="$_rm_venv"
-# The console scripts (robotmem, robotmem_replay, robotmem_node) are installed where `ros2 run`
-# looks for them, lib/robotmem_ros, not bin/: put that directory on PATH too.
-export PATH="$_rm_install/robotmem_ros/lib/robotmem_ros:$_rm_venv/bin:$PATH"
 _rm_prefixes="$_rm_install/robotmem_ros:$_rm_install/robotmem_msgs"
 # composition_interfaces, built from ../shared/ros2-tools when present (launch_ros needs it).
 _rm_tools="$_rm_root/build-tools$_rm_suffix/install/composition_interfaces"
@@ -32,9 +29,35 @@ fi
 if [ -z "${ROS_DISTRO:-}" ]; then
   _rm_prefixes="$_rm_prefixes:$_rm_venv"
 fi
-export AMENT_PREFIX_PATH="$_rm_prefixes${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
-export CMAKE_PREFIX_PATH="$_rm_prefixes${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-export PYTHONPATH="$_rm_pypath${PYTHONPATH:+:$PYTHONPATH}"
-export LD_LIBRARY_PATH="$_rm_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Sourced again for the other distro, the first one's entries must go: left behind, a Jazzy
+# process loaded Kilted's message libraries and died on a symbol lookup error.
+_rm_others() {
+  local entry kept=''
+  local -a entries
+  IFS=: read -ra entries <<< "${1:-}"
+  for entry in "${entries[@]}"; do
+    case "$entry" in
+      "$_rm_root"/install | "$_rm_root"/install/* | "$_rm_root"/install-jazzy | \
+      "$_rm_root"/install-jazzy/* | "$_rm_root"/.venv | "$_rm_root"/.venv/* | \
+      "$_rm_root"/.venv-jazzy | "$_rm_root"/.venv-jazzy/* | "$_rm_root"/build-tools*) ;;
+      *) kept="${kept:+$kept:}$entry" ;;
+    esac
+  done
+  printf '%s' "$kept"
+}
+_rm_path="$(_rm_others "$PATH")"
+_rm_ament="$(_rm_others "${AMENT_PREFIX_PATH:-}")"
+_rm_cmake="$(_rm_others "${CMAKE_PREFIX_PATH:-}")"
+_rm_python="$(_rm_others "${PYTHONPATH:-}")"
+_rm_ld="$(_rm_others "${LD_LIBRARY_PATH:-}")"
+# The console scripts (robotmem, robotmem_replay, robotmem_node) are installed where `ros2 run`
+# looks for them, lib/robotmem_ros, not bin/: put that directory on PATH too.
+export PATH="$_rm_install/robotmem_ros/lib/robotmem_ros:$_rm_venv/bin${_rm_path:+:$_rm_path}"
+export AMENT_PREFIX_PATH="$_rm_prefixes${_rm_ament:+:$_rm_ament}"
+export CMAKE_PREFIX_PATH="$_rm_prefixes${_rm_cmake:+:$_rm_cmake}"
+export PYTHONPATH="$_rm_pypath${_rm_python:+:$_rm_python}"
+export LD_LIBRARY_PATH="$_rm_libs${_rm_ld:+:$_rm_ld}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
-unset _rm_root _rm_suffix _rm_venv _rm_install _rm_prefixes _rm_tools _rm_libs _rm_pyver _rm_pypath
+unset _rm_root _rm_suffix _rm_venv _rm_install _rm_prefixes _rm_tools _rm_libs _rm_pyver _rm_pypath \
+  _rm_path _rm_ament _rm_cmake _rm_python _rm_ld
+unset -f _rm_others
