@@ -50,6 +50,22 @@ _rm_ament="$(_rm_others "${AMENT_PREFIX_PATH:-}")"
 _rm_cmake="$(_rm_others "${CMAKE_PREFIX_PATH:-}")"
 _rm_python="$(_rm_others "${PYTHONPATH:-}")"
 _rm_ld="$(_rm_others "${LD_LIBRARY_PATH:-}")"
+# Another checkout's messages cannot be told from ours by name: they stay, and say so, because
+# which of two robotmem_msgs libraries a process loads is not decided by the order of the paths.
+_rm_foreign() {
+  local entry
+  local -a entries
+  IFS=: read -ra entries <<< "${2:-}"
+  for entry in "${entries[@]}"; do
+    case "$entry" in
+      */robotmem_msgs | */robotmem_msgs/*)
+        echo "ros_env.sh: $1 holds another checkout's $entry; its message libraries may load" \
+          "instead of this checkout's (symbol lookup errors): source this from a new shell" >&2 ;;
+    esac
+  done
+}
+_rm_foreign AMENT_PREFIX_PATH "$_rm_ament"
+_rm_foreign LD_LIBRARY_PATH "$_rm_ld"
 # The console scripts (robotmem, robotmem_replay, robotmem_node) are installed where `ros2 run`
 # looks for them, lib/robotmem_ros, not bin/: put that directory on PATH too.
 export PATH="$_rm_install/robotmem_ros/lib/robotmem_ros:$_rm_venv/bin${_rm_path:+:$_rm_path}"
@@ -60,4 +76,4 @@ export LD_LIBRARY_PATH="$_rm_libs${_rm_ld:+:$_rm_ld}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 unset _rm_root _rm_suffix _rm_venv _rm_install _rm_prefixes _rm_tools _rm_libs _rm_pyver _rm_pypath \
   _rm_path _rm_ament _rm_cmake _rm_python _rm_ld
-unset -f _rm_others
+unset -f _rm_others _rm_foreign
