@@ -167,8 +167,8 @@ def content_words(text: str) -> tuple[str, ...]:
     Phrases of one meaning are read as one word or in one order: ``next to`` is a relation,
     ``the cabinet's top drawer`` is ``the top drawer of the cabinet``, a switching verb
     and its particle are one action wherever the particle stands (``turn on the stove`` /
-    ``turn the stove on``); the ``top`` of ``on (the) top of X`` and the ``both`` of ``both
-    the X and the Y`` say nothing the phrase without them does not.
+    ``turn the stove on``); the ``top`` of ``on (the) top of X`` or ``on the X top`` and the
+    ``both`` of ``both the X and the Y`` say nothing the phrase without them does not.
     """
     tokens = list(textmod.tokenize(_of_genitive(text)))
     _join_particles(tokens)
@@ -240,16 +240,27 @@ def _join_particles(tokens: list[str]) -> None:
 
 
 def _idle(tokens: list[str], i: int) -> bool:
-    """Is ``tokens[i]`` the ``top`` of 'on (the) top of' or the ``both`` of 'both ... and'."""
+    """Is ``tokens[i]`` the ``top`` of 'on (the) top of' / 'on (the) X top' or 'both ... and'."""
     token = tokens[i]
     if token == 'top':
-        before = (_at(tokens, i - 2), _at(tokens, i - 1))
-        return _at(tokens, i + 1) == 'of' and (before[1] == 'on' or before == ('on', 'the'))
+        if _at(tokens, i + 1) == 'of':  # "on (the) top of the cabinet"
+            return _on_landmark(tokens, i)
+        # "on (the) cabinet top", where the phrase ends as an owner's would: the top drawer
+        # keeps its top, and so does the left top
+        owner = _at(tokens, i - 1)
+        return (_at(tokens, i + 1) in _OWNED_ENDS and owner not in _OWNED_ENDS
+                and owner not in ROLE_WORDS and _on_landmark(tokens, i - 1))
     if token != 'both' or _at(tokens, i + 1) not in ARTICLES:
         return False
     # "both the X and the Y": a pair of things, not a quantity ("both cups" stays)
     span = tokens[i + 2:i + 3 + _CORRELATIVE_REACH]
     return 'and' in span and _at(tokens, i + 3 + span.index('and')) in ARTICLES
+
+
+def _on_landmark(tokens: list[str], i: int) -> bool:
+    """Tell whether ``tokens[i]`` follows ``on`` or ``on the`` (its landmark, if a noun)."""
+    before = (_at(tokens, i - 2), _at(tokens, i - 1))
+    return before[1] == 'on' or before == ('on', 'the')
 
 
 def split_source(text: str) -> tuple[str, str]:
