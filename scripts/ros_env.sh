@@ -30,42 +30,32 @@ if [ -z "${ROS_DISTRO:-}" ]; then
   _rm_prefixes="$_rm_prefixes:$_rm_venv"
 fi
 # Sourced again for the other distro, the first one's entries must go: left behind, a Jazzy
-# process loaded Kilted's message libraries and died on a symbol lookup error.
-_rm_others() {
+# process loaded Kilted's message libraries and died on a symbol lookup error. Another
+# checkout's messages cannot be told from a user's own workspace by their path: they stay, and
+# are named, because which of two robotmem_msgs libraries a process loads was not decided by
+# the order of the paths.
+_rm_others() {  # $1: a variable's name, $2: its value; prints the value without our entries
   local entry kept=''
-  local -a entries
-  IFS=: read -ra entries <<< "${1:-}"
-  for entry in "${entries[@]}"; do
-    case "$entry" in
-      "$_rm_root"/install | "$_rm_root"/install/* | "$_rm_root"/install-jazzy | \
-      "$_rm_root"/install-jazzy/* | "$_rm_root"/.venv | "$_rm_root"/.venv/* | \
-      "$_rm_root"/.venv-jazzy | "$_rm_root"/.venv-jazzy/* | "$_rm_root"/build-tools*) ;;
-      *) kept="${kept:+$kept:}$entry" ;;
-    esac
-  done
-  printf '%s' "$kept"
-}
-_rm_path="$(_rm_others "$PATH")"
-_rm_ament="$(_rm_others "${AMENT_PREFIX_PATH:-}")"
-_rm_cmake="$(_rm_others "${CMAKE_PREFIX_PATH:-}")"
-_rm_python="$(_rm_others "${PYTHONPATH:-}")"
-_rm_ld="$(_rm_others "${LD_LIBRARY_PATH:-}")"
-# Another checkout's messages cannot be told from ours by name: they stay, and say so, because
-# which of two robotmem_msgs libraries a process loads is not decided by the order of the paths.
-_rm_foreign() {
-  local entry
   local -a entries
   IFS=: read -ra entries <<< "${2:-}"
   for entry in "${entries[@]}"; do
     case "$entry" in
+      "$_rm_root"/install | "$_rm_root"/install/* | "$_rm_root"/install-jazzy | \
+      "$_rm_root"/install-jazzy/* | "$_rm_root"/.venv | "$_rm_root"/.venv/* | \
+      "$_rm_root"/.venv-jazzy | "$_rm_root"/.venv-jazzy/* | "$_rm_root"/build-tools*) continue ;;
       */robotmem_msgs | */robotmem_msgs/*)
         echo "ros_env.sh: $1 holds another checkout's $entry; its message libraries may load" \
           "instead of this checkout's (symbol lookup errors): source this from a new shell" >&2 ;;
     esac
+    kept="${kept:+$kept:}$entry"
   done
+  printf '%s' "$kept"
 }
-_rm_foreign AMENT_PREFIX_PATH "$_rm_ament"
-_rm_foreign LD_LIBRARY_PATH "$_rm_ld"
+_rm_path="$(_rm_others PATH "$PATH")"
+_rm_ament="$(_rm_others AMENT_PREFIX_PATH "${AMENT_PREFIX_PATH:-}")"
+_rm_cmake="$(_rm_others CMAKE_PREFIX_PATH "${CMAKE_PREFIX_PATH:-}")"
+_rm_python="$(_rm_others PYTHONPATH "${PYTHONPATH:-}")"
+_rm_ld="$(_rm_others LD_LIBRARY_PATH "${LD_LIBRARY_PATH:-}")"
 # The console scripts (robotmem, robotmem_replay, robotmem_node) are installed where `ros2 run`
 # looks for them, lib/robotmem_ros, not bin/: put that directory on PATH too.
 export PATH="$_rm_install/robotmem_ros/lib/robotmem_ros:$_rm_venv/bin${_rm_path:+:$_rm_path}"
@@ -76,4 +66,4 @@ export LD_LIBRARY_PATH="$_rm_libs${_rm_ld:+:$_rm_ld}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 unset _rm_root _rm_suffix _rm_venv _rm_install _rm_prefixes _rm_tools _rm_libs _rm_pyver _rm_pypath \
   _rm_path _rm_ament _rm_cmake _rm_python _rm_ld
-unset -f _rm_others _rm_foreign
+unset -f _rm_others
