@@ -15,6 +15,16 @@ def test_a_trim_runs_now_and_periodic_callers_wait_for_the_period():
     assert heap.return_freed(0.0) is True
 
 
+def test_a_declined_periodic_trim_runs_once_the_period_has_passed(monkeypatch):
+    assert heap.return_freed() is True
+    assert heap.return_owed() is False  # none declined
+    assert heap.return_freed(heap.PERIOD_S) is False  # declined: owed
+    assert heap.return_owed() is False  # the period has not passed
+    monkeypatch.setattr(heap, '_last', heap._last - heap.PERIOD_S)
+    assert heap.return_owed() is True
+    assert heap.return_owed() is False  # paid
+
+
 def test_freed_pages_go_back_to_the_system(monkeypatch):
     """Freed small chunks that glibc keeps leave RSS after a trim."""
     psutil = pytest.importorskip('psutil')

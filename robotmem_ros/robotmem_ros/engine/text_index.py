@@ -264,6 +264,7 @@ class TextIndex:
                         self._open_or_build(conn)
                     else:
                         self._catch_up(conn)
+                        heap.return_owed()  # once idle: what the last commits freed
                     self.error = ''
                 except Exception as exc:  # noqa: BLE001 - the worker must outlive one failure
                     self._report(exc)
