@@ -72,6 +72,15 @@ def test_units_convert_before_comparing():
      UNRELATED),
     ('陶瓷杯夹取力是12.5N', '陶瓷杯夹取力是14N', CONTRADICTS),
     ('陶瓷杯夹取力是12.5N', '玻璃瓶夹取力是8N', UNRELATED),
+    # Detail after an instruction refines it; a place or an ordinal set inside it names
+    # another thing (LIBERO's libero_90 tasks of one scene).
+    ('wipe the suction cup every 200 picks',
+     'wipe the suction cup every 200 picks with isopropyl alcohol', REFINES),
+    ('pick up the cup', 'pick up the cup from the left shelf', REFINES),
+    ('put the black bowl on top of the cabinet',
+     'put the middle black bowl on top of the cabinet', UNRELATED),
+    ('put the moka pot on the stove', 'put the right moka pot on the stove', UNRELATED),
+    ('put the black bowl on the plate', 'put the black bowl at the back on the plate', UNRELATED),
 ])
 def test_relation(old, new, relation):
     assert classify(parse(old), parse(new))[0] == relation

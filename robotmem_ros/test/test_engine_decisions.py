@@ -69,6 +69,15 @@ def test_refinement_merges_into_existing(engine, clock):
         (old,)).fetchone()[0] == 1
 
 
+def test_a_task_on_another_thing_is_not_merged(engine, clock):
+    """A place set inside an instruction names another object: both tasks stay."""
+    old = engine.learn('put the black bowl on top of the cabinet').memory_id
+    clock.advance_days(1)
+    result = engine.learn('put the middle black bowl on top of the cabinet')
+    assert result.status == 'created'
+    assert _row(engine, old)['content'] == 'put the black bowl on top of the cabinet'
+
+
 def test_scope_keeps_sim_and_real_apart(engine, clock):
     engine.learn('grip force for ceramic cups is 12.5N', {'env': {'sim_or_real': 'sim'}})
     clock.advance_days(1)

@@ -203,6 +203,27 @@ def test_swapped_roles_are_not_skipped():
 def test_a_restatement_is_skipped():
     assert _decide('the red cup is on the left shelf next to the window',
                    'the red cup is on the left shelf').decision == SKIP
+    assert _decide('turn on the stove and put the frying pan on it',
+                   'turn on the stove').decision == SKIP
+
+
+def test_words_from_two_clauses_restate_neither():
+    """Closing the top drawer is not what the older task says of it (LIBERO's libero_90)."""
+    old = 'close the bottom drawer of the cabinet and open the top drawer'
+    new = 'close the top drawer of the cabinet'
+    assert not judgment.restates(old, new)
+    assert _decide(old, new).decision == CREATE
+
+
+@pytest.mark.parametrize('old,new', [
+    ('put the black bowl in the middle on the plate', 'put the black bowl on the plate'),
+    ('put the middle black bowl on top of the cabinet',
+     'put the black bowl on top of the cabinet'),
+])
+def test_a_text_without_the_place_inside_the_other_is_another_thing(old, new):
+    """The older text's place or ordinal picks one thing; the newer one names another."""
+    assert not judgment.restates(old, new)
+    assert _decide(old, new).decision == CREATE
 
 
 PEER = Existing(1, 'vision: red cup detected on the table', 'observation', {}, 1000.0, 0.9)

@@ -34,9 +34,10 @@ attribute of the fact; :func:`split_source` separates it, and facts that are rec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 import functools
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 from robotmem_ros.engine import text as textmod
 
@@ -428,17 +429,37 @@ def protected_difference(a: Features, b: Features) -> str:
     return ', '.join(sorted(only))
 
 
+def narrowed_within(short: Sequence[str], long: Sequence[str]) -> list[str]:
+    """
+    Return the place and ordinal words ``long`` sets among ``short``'s words.
+
+    Set before the end of ``short`` ("the middle black bowl", "the right moka pot", "put the
+    bowl at the back on the plate") they pick another thing than ``short`` names; after its
+    end they add detail to it ("pick up the cup from the left shelf"). An added attribute is
+    a modifier, as ``difference`` reads it ("the akita black bowl" / "the bowl").
+    """
+    ops = SequenceMatcher(None, short, long, autojunk=False).get_opcodes()
+    return [token for tag, i1, _, j1, j2 in ops if tag == 'insert' and i1 < len(short)
+            for token in long[j1:j2] if SYNONYMS.get(token, token) in ADDITION_PROTECTED]
+
+
 def restates(old: str, new: str) -> bool:
     """
     Return True when ``new`` says nothing ``old`` does not: hiding ``new`` loses nothing.
 
-    Every content word of ``new`` is in ``old``, nothing conflicts, the source is the same and
-    the shared words keep their roles. "pick up the cup" restates "pick up the cup from the
-    left shelf"; the swapped-mugs instruction restates nothing.
+    Every content word of ``new`` is in ``old``, each clause of ``new`` within one clause of
+    ``old``, nothing conflicts, the source is the same and the shared words keep their roles.
+    "pick up the cup" restates "pick up the cup from the left shelf"; the swapped-mugs
+    instruction restates nothing, nor does "close the top drawer" restate "close the bottom
+    drawer and open the top drawer", whose words it takes from two clauses, nor "put the bowl
+    on the plate" restate "put the bowl at the back on the plate" (``narrowed_within``).
     """
     fo, fn = features(old), features(new)
     return (fo.source.casefold() == fn.source.casefold() and fn.numbers <= fo.numbers
             and fo.negated == fn.negated and fn.bag <= fo.bag
+            and all(any(set(part) <= set(whole) for whole in fo.clauses)
+                    for part in fn.clauses)
+            and not narrowed_within(fn.content, fo.content)
             and not textmod.opposite_swap(fo.tokens - fn.tokens, fn.tokens - fo.tokens)
             and _same_roles(fo, fn))
 

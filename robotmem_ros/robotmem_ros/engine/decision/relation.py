@@ -11,6 +11,7 @@ from __future__ import annotations
 from difflib import SequenceMatcher
 from typing import Any, Mapping
 
+from robotmem_ros.engine import judgment
 from robotmem_ros.engine.decision.facet import Parsed
 from robotmem_ros.engine.decision.quantity import Quantity
 from robotmem_ros.engine.text import STATE_OPPOSITES
@@ -122,6 +123,11 @@ def _align(old: Parsed, new: Parsed) -> tuple[str, str]:
     ops = SequenceMatcher(None, old.content, new.content, autojunk=False).get_opcodes()
     changed = [op for op in ops if op[0] in ('replace', 'delete')]
     if not changed:
+        # Detail added after the old text refines it; an attribute or a place set inside it
+        # names another thing ("put the [middle] black bowl on top of the cabinet").
+        within = judgment.narrowed_within(old.content, new.content)
+        if within:
+            return UNRELATED, f'{", ".join(within)} within the old text names another thing'
         return REFINES, 'keeps the old text and adds detail'
     kept = sum(i2 - i1 for tag, i1, i2, _, _ in ops if tag == 'equal')
     if len(changed) == 1 and kept / len(old.content) >= _MIN_SHARED:
