@@ -76,6 +76,13 @@ def pairs(wheel: zipfile.ZipFile, suites: Sequence[str]) -> Iterator[Pair]:
 
 def scene_pairs(wheel: zipfile.ZipFile, suite: str) -> Iterator[Pair]:
     """Yield (suite/scene, text_a, text_b, 0, KIND_OTHER) for the tasks of each scene."""
+    for scene, texts in scene_tasks(wheel, suite).items():
+        for a, b in itertools.combinations(texts, 2):
+            yield f'{suite}/{scene}', a, b, 0, KIND_OTHER
+
+
+def scene_tasks(wheel: zipfile.ZipFile, suite: str) -> dict[str, list[str]]:
+    """Return each scene's task instructions, in the order of their file names."""
     folder = f'{BDDL}/{suite}/'
     names = sorted(n for n in wheel.namelist() if n.startswith(folder) and n.endswith('.bddl')
                    and '/' not in n[len(folder):])
@@ -87,9 +94,7 @@ def scene_pairs(wheel: zipfile.ZipFile, suite: str) -> Iterator[Pair]:
         if match is None:
             raise SystemExit(f'{name}: no scene in the task\'s name')
         scenes.setdefault(match.group(1), []).append(_language(wheel, name))
-    for scene, texts in scenes.items():
-        for a, b in itertools.combinations(texts, 2):
-            yield f'{suite}/{scene}', a, b, 0, KIND_OTHER
+    return scenes
 
 
 def _language(wheel: zipfile.ZipFile, name: str) -> str:
