@@ -1,6 +1,9 @@
 """
 bench/libero_pairs.py builds the robot_pairs kinds of pairs from a LIBERO-PRO wheel.
 
+bench/libero_learn.py learns a suite's tasks through the engine (real model, real SQLite) and
+counts what the memory folds: here only the exact repeat of one instruction in two scenes.
+
 A tiny wheel of the package's layout (its paraphrase config and BDDL files) stands in for the
 real one, which the tests cannot download: every kind of pair must come out, by the dev file's
 recipe, with the package's texts unchanged; a suite the package lacks is a clear error. A suite
@@ -8,6 +11,7 @@ without paraphrases (libero_90) gives the pairs of other tasks within each scene
 """
 
 import csv
+import json
 import pathlib
 import subprocess
 import sys
@@ -17,6 +21,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = REPO / 'bench' / 'libero_pairs.py'
+LEARN = REPO / 'bench' / 'libero_learn.py'
 CONFIG = """\
 libero_goal:
   turn_on_the_stove:
@@ -108,3 +113,18 @@ def test_a_scene_suite_the_package_lacks_is_a_clear_error(wheel, tmp_path):
     proc = _run(wheel, tmp_path / 'pairs.csv', '', '--scene-suites', 'libero_91')
     assert proc.returncode != 0
     assert "no BDDL files of suite 'libero_91'" in proc.stderr
+
+
+def test_every_task_learned_through_the_engine_keeps_a_memory(wheel, tmp_path):
+    if not LEARN.exists():
+        pytest.skip('bench/libero_learn.py not present')
+    proc = subprocess.run([sys.executable, str(LEARN), '--wheel', str(wheel), '--results',
+                           str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    layouts = json.loads((tmp_path / 'libero_90_learn.json').read_text())['layouts']
+    ended = {'merged at end_session': 0, 'superseded at end_session': 0}
+    assert layouts['collection per scene']['outcomes'] == {'created': 6, **ended}
+    # 'open the top drawer' is a task of two kitchens: one memory in one collection.
+    assert layouts['one collection']['outcomes'] == {'created': 5, 'exact duplicate': 1,
+                                                     **ended}
+    assert all(run['tasks'] == 6 and run['folded'] == [] for run in layouts.values())
