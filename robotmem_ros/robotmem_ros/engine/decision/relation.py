@@ -123,7 +123,7 @@ def _align(old: Parsed, new: Parsed) -> tuple[str, str]:
     ops = SequenceMatcher(None, old.content, new.content, autojunk=False).get_opcodes()
     changed = [op for op in ops if op[0] in ('replace', 'delete')]
     if not changed:
-        # Detail added after the old text refines it; an attribute or a place set inside it
+        # Detail added after the old text refines it; a place or an ordinal set inside it
         # names another thing ("put the [middle] black bowl on top of the cabinet").
         within = judgment.narrowed_within(old.content, new.content)
         if within:
