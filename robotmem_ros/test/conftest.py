@@ -71,6 +71,7 @@ class RosClient:
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.spin_errors = 0
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
         self._clients: dict[tuple[Any, str], Any] = {}
@@ -86,7 +87,7 @@ class RosClient:
         the next spin rebuilds its wait set. A spin thread that ended on it instead left every
         later test of the run without callbacks (a CI run failed 26 tests that way).
         """
-        while self.context.ok():
+        while not self._closing.is_set() and self.context.ok():
             try:
                 self.executor.spin_once(timeout_sec=0.1)
             except Exception:
@@ -132,10 +133,18 @@ class RosClient:
         return found[0]
 
     def close(self) -> None:
+        """
+        Stop the spin thread, then tear down: nothing is destroyed while it waits.
+
+        rclpy's ``Executor.shutdown`` does not wait for a spin in progress (its wait is skipped
+        once the flag is set), so the node was destroyed under the thread's wait set before.
+        """
+        self._closing.set()
+        self._thread.join(timeout=READY_TIMEOUT_S)
+        assert not self._thread.is_alive(), 'the spin thread did not stop'
         self.executor.shutdown()
         self.node.destroy_node()
         self._rclpy.shutdown(context=self.context)
-        self._thread.join(timeout=5)
 
 
 class NodeProcess(NodeSubprocess):
@@ -211,6 +220,19 @@ def start_node(ros: RosClient, tmp_path: pathlib.Path) -> Iterator[Callable[...,
     yield start
     for node in started:
         node.stop()
+
+
+def script_env() -> dict[str, str]:
+    """
+    Environment for a test file run as a script in a child process (a ROS participant of its own).
+
+    The suite keeps one DDS participant per test process (docs/reliability.md, "The test suite:
+    one participant per process"); a test that needs another runs it in a child, which imports
+    the package and the test helpers from here.
+    """
+    here = pathlib.Path(__file__).resolve().parent
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(here.parent), str(here), os.environ.get('PYTHONPATH', '')]))
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = READY_TIMEOUT_S) -> bool:

@@ -61,14 +61,14 @@ def fingerprint(engine: MemoryEngine) -> str:
 
 class Caller:
     """
-    Service calls from the shared test client that give up when ``stop`` is set.
+    Service calls from one client node that give up when ``stop`` is set.
 
-    RosClient.call asserts on a missing response; a test that kills the node mid-call needs a
+    RosClient.call asserts on a missing response; a load that kills the node mid-call needs a
     call that simply returns None instead.
     """
 
-    def __init__(self, ros: Any, prefix: str, stop: threading.Event | None = None) -> None:
-        self.ros = ros
+    def __init__(self, node: Any, prefix: str, stop: threading.Event | None = None) -> None:
+        self.node = node
         self.prefix = prefix
         self.stop = stop or threading.Event()
         self._clients: dict[str, Any] = {}
@@ -77,7 +77,7 @@ class Caller:
         """Return the response, or None when stopped (or the guard expired) before it came."""
         client = self._clients.get(service)
         if client is None:
-            client = self.ros.node.create_client(srv_type, f'{self.prefix}/{service}')
+            client = self.node.create_client(srv_type, f'{self.prefix}/{service}')
             assert client.wait_for_service(timeout_sec=CALL_GUARD_S), service
             self._clients[service] = client
         done = threading.Event()
@@ -89,9 +89,3 @@ class Caller:
             if self.stop.is_set() or waited > CALL_GUARD_S:
                 return None
         return future.result()
-
-    def close(self) -> None:
-        """Destroy the clients (the node they talk to is gone)."""
-        for client in self._clients.values():
-            self.ros.node.destroy_client(client)
-        self._clients.clear()

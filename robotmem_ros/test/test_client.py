@@ -73,11 +73,12 @@ class OwnNode:
         return outcome['result']
 
     def close(self) -> None:
+        """Stop the spin (it returns once the executor is shut down), then destroy the node."""
         if self.executor is not None:
             self.executor.shutdown()
-        self.node.destroy_node()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=CALL_TIMEOUT_S)
+        self.node.destroy_node()
 
 
 @pytest.fixture

@@ -192,9 +192,10 @@ class LossyLearnServer:
         return response
 
     def close(self) -> None:
+        """Stop the spin (it returns once the executor is shut down), then destroy the node."""
         self.executor.shutdown()
+        self._thread.join(timeout=CALL_TIMEOUT_S)
         self.node.destroy_node()
-        self._thread.join(timeout=5)
 
 
 @pytest.fixture

@@ -1,9 +1,13 @@
 """Perception topic into the node subprocess: batching, QoS variants, stamps, shutdown flush."""
 
+import json
+import os
 import sqlite3
+import subprocess
+import sys
 import time
 
-from conftest import wait_until
+from conftest import READY_TIMEOUT_S, script_env, wait_until
 from diagnostic_msgs.msg import DiagnosticArray
 import pytest
 from rclpy.qos import qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
@@ -136,14 +140,26 @@ def test_paced_stream_at_500_per_second_is_stored_completely(ros, start_node):
     assert (status.perception_received, status.perception_written) == (1500, 1500)
 
 
-def test_a_context_shut_down_between_two_waits_ends_the_receiver_quietly(ros, monkeypatch):
-    """The signal handler of rclpy can shut the context down after one wait, before the next."""
+RESULT = 'receiver result: '
+
+
+def shut_down_between_two_waits() -> dict:
+    """
+    Child: shut a receiver's context down just before its second real wait; report its thread.
+
+    The receiver is a second participant beside its parent node, so this runs in a process of
+    its own (conftest.script_env).
+    """
     import threading
 
+    import rclpy
     from robotmem_ros.node.perception_receiver import PerceptionReceiver
+
+    rclpy.init()
+    parent = rclpy.create_node(f'perception_parent_{os.getpid()}')
     failures = []
-    monkeypatch.setattr(threading, 'excepthook', failures.append)
-    receiver = PerceptionReceiver(ros.node, QoSProfile(depth=10), lambda message: None)
+    threading.excepthook = lambda hook_args: failures.append(repr(hook_args.exc_value))
+    receiver = PerceptionReceiver(parent, QoSProfile(depth=10), lambda message: None)
     executor = receiver._executor
     real_spin_once = executor.spin_once
     calls = []
@@ -154,8 +170,23 @@ def test_a_context_shut_down_between_two_waits_ends_the_receiver_quietly(ros, mo
             receiver._context.shutdown()  # the real wait set then meets an invalid context
         real_spin_once(timeout_sec=timeout_sec)
 
-    monkeypatch.setattr(executor, 'spin_once', shut_down_before_the_second)
+    executor.spin_once = shut_down_before_the_second
     receiver._thread.join(10)
-    assert not receiver._thread.is_alive() and len(calls) == 2
-    assert failures == []
+    outcome = {'alive': receiver._thread.is_alive(), 'calls': len(calls), 'failures': failures}
     receiver.close()
+    return outcome
+
+
+def test_a_context_shut_down_between_two_waits_ends_the_receiver_quietly():
+    """The signal handler of rclpy can shut the context down after one wait, before the next."""
+    done = subprocess.run([sys.executable, __file__], env=script_env(), capture_output=True,
+                          text=True, timeout=READY_TIMEOUT_S)
+    results = [line[len(RESULT):] for line in done.stdout.splitlines()
+               if line.startswith(RESULT)]
+    assert done.returncode == 0 and results, (done.stdout, done.stderr)
+    assert json.loads(results[0]) == {'alive': False, 'calls': 2, 'failures': []}
+
+
+if __name__ == '__main__':
+    print(RESULT + json.dumps(shut_down_between_two_waits()), flush=True)
+    os._exit(0)  # the parent node's teardown is not what this checks

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Any
 
+from conftest import script_env
 import pytest
 from reliability_helpers import assert_consistent, checker
 
@@ -82,13 +83,11 @@ def run_load(start_node, tmp_path: pathlib.Path, workers: int, calls: int,
              guard_s: float = FAST_GUARD_S) -> dict[str, Any]:
     """Start one node and ``workers`` client processes; check the store afterwards."""
     node = start_node(embed_backend='onnx')
-    env = dict(os.environ)
-    here = pathlib.Path(__file__).resolve().parent
-    env['PYTHONPATH'] = os.pathsep.join([str(here.parent), str(here), env.get('PYTHONPATH', '')])
     seed = random.randrange(1 << 30)
     procs = [subprocess.Popen([sys.executable, __file__, node.prefix, str(w), str(calls),
-                               str(seed + w), str(guard_s)], env=env, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               str(seed + w), str(guard_s)], env=script_env(),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
              for w in range(workers)]
     try:
         for proc in procs:
