@@ -84,10 +84,11 @@ class Client:
             lambda msg: setattr(self, 'status', msg), LATCHED)
 
     def close(self) -> None:
+        """Stop the spin thread (its next wait raises once shut down), then tear down."""
         self.executor.shutdown()
+        self._thread.join(timeout=5)
         self.node.destroy_node()
         self.rclpy.shutdown(context=self.context)
-        self._thread.join(timeout=5)
 
 
 def wait(predicate: Any, timeout: float) -> bool:
