@@ -9,11 +9,13 @@ started here also gets a unique namespace, which keeps tests apart even within a
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -233,6 +235,16 @@ def script_env() -> dict[str, str]:
     here = pathlib.Path(__file__).resolve().parent
     return dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(here.parent), str(here), os.environ.get('PYTHONPATH', '')]))
+
+
+def script_result(script: str, marker: str) -> Any:
+    """Run a test file as a script in a child; return the JSON it printed after ``marker``."""
+    done = subprocess.run([sys.executable, script], env=script_env(), capture_output=True,
+                          text=True, timeout=READY_TIMEOUT_S)
+    results = [line[len(marker):] for line in done.stdout.splitlines()
+               if line.startswith(marker)]
+    assert done.returncode == 0 and results, (done.stdout, done.stderr)
+    return json.loads(results[0])
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = READY_TIMEOUT_S) -> bool:

@@ -30,7 +30,7 @@ def test_ready_status_then_clean_exit_on_signal(start_node, tmp_path, sig):
     assert status.ready and status.db_path == str(tmp_path / 'memory.db')
     assert status.embed_backend == 'none' and status.collection == 'default'
     assert node.stop(sig) == 0, node.log()
-    assert 'Traceback' not in node.log()
+    assert 'Traceback' not in node.log() and 'never retrieved' not in node.log()
 
 
 def test_restart_on_same_db_sees_stored_memories(start_node, tmp_path):

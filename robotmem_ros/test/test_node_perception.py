@@ -3,11 +3,9 @@
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 
-from conftest import READY_TIMEOUT_S, script_env, wait_until
+from conftest import script_result, wait_until
 from diagnostic_msgs.msg import DiagnosticArray
 import pytest
 from rclpy.qos import qos_profile_sensor_data, QoSProfile, ReliabilityPolicy
@@ -148,7 +146,7 @@ def shut_down_between_two_waits() -> dict:
     Child: shut a receiver's context down just before its second real wait; report its thread.
 
     The receiver is a second participant beside its parent node, so this runs in a process of
-    its own (conftest.script_env).
+    its own (conftest.script_result).
     """
     import threading
 
@@ -179,12 +177,7 @@ def shut_down_between_two_waits() -> dict:
 
 def test_a_context_shut_down_between_two_waits_ends_the_receiver_quietly():
     """The signal handler of rclpy can shut the context down after one wait, before the next."""
-    done = subprocess.run([sys.executable, __file__], env=script_env(), capture_output=True,
-                          text=True, timeout=READY_TIMEOUT_S)
-    results = [line[len(RESULT):] for line in done.stdout.splitlines()
-               if line.startswith(RESULT)]
-    assert done.returncode == 0 and results, (done.stdout, done.stderr)
-    assert json.loads(results[0]) == {'alive': False, 'calls': 2, 'failures': []}
+    assert script_result(__file__, RESULT) == {'alive': False, 'calls': 2, 'failures': []}
 
 
 if __name__ == '__main__':

@@ -13,7 +13,9 @@ import threading
 from typing import Callable
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
+from rclpy.publisher import Publisher
 from robotmem_msgs.msg import NodeStatus
 from robotmem_ros.fleet.status import FleetStatus
 from robotmem_ros.node.perception_ingest import IngestCounters
@@ -193,7 +195,7 @@ class StatusReporter:
                                self._store, self._counters(), self._db_path, self._message,
                                self._fleet())
             if force or msg != self._last:
-                self._status_pub.publish(msg)
+                self._send(self._status_pub, msg)
                 self._last = msg
 
     def heartbeat(self) -> None:
@@ -208,4 +210,19 @@ class StatusReporter:
             fleet = self._fleet()
             if fleet is not None:
                 array.status.append(build_fleet_diagnostic(fleet, self._db_path))
-        self._diag_pub.publish(array)
+        self._send(self._diag_pub, array)
+
+    def _send(self, publisher: Publisher, msg: NodeStatus | DiagnosticArray) -> None:
+        """
+        Publish, unless Ctrl-C shut the context down while this callback ran.
+
+        The executor's worker threads finish the callbacks they started after the signal; a
+        publish there raised into a future nobody reads once the spin loop had ended, and the
+        node printed "The following exception was never retrieved" on Ctrl-C. rclpy raises
+        RCLError (context invalid) or, once the shutdown destroyed the publisher, InvalidHandle.
+        """
+        try:
+            publisher.publish(msg)
+        except (_rclpy.RCLError, _rclpy.InvalidHandle):
+            if self._node.context.ok():
+                raise
