@@ -186,6 +186,12 @@ class MemoryConfig:
                                   "FTS5's ranking of every match; built in the background; 0 = "
                                   'never (engine/text_index.py).', lo=0, hi=1_000_000_000,
                                   read_only=True)
+    heap_mmap_threshold: int = _e(1_048_576, 'Bytes from which each heap block gets a memory '
+                                  'map of its own, unmapped when freed (glibc mallopt '
+                                  "M_MMAP_THRESHOLD, process-wide). glibc's own threshold rises "
+                                  "with every large block freed, and the searches' temporaries "
+                                  "then stay in the heap (engine/heap.py); 0 = glibc's rule.",
+                                  lo=0, hi=33_554_432, read_only=True)
     max_collections: int = _e(10_000, 'Collections a store may hold; a write that names a new '
                               'collection beyond this is refused (any client can name one).',
                               lo=1, hi=10_000_000)

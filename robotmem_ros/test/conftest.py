@@ -237,10 +237,10 @@ def script_env() -> dict[str, str]:
         [str(here.parent), str(here), os.environ.get('PYTHONPATH', '')]))
 
 
-def script_result(script: str, marker: str) -> Any:
+def script_result(script: str, marker: str, *args: str) -> Any:
     """Run a test file as a script in a child; return the JSON it printed after ``marker``."""
-    done = subprocess.run([sys.executable, script], env=script_env(), capture_output=True,
-                          text=True, timeout=READY_TIMEOUT_S)
+    done = subprocess.run([sys.executable, script, *args], env=script_env(),
+                          capture_output=True, text=True, timeout=READY_TIMEOUT_S)
     results = [line[len(marker):] for line in done.stdout.splitlines()
                if line.startswith(marker)]
     assert done.returncode == 0 and results, (done.stdout, done.stderr)

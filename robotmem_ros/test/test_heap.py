@@ -1,9 +1,18 @@
-"""engine/heap.py: the freed heap is handed back, and periodic callers are held to a period."""
+"""engine/heap.py: freed heap goes back, periodic trims keep a period, large blocks stay mapped."""
 
+import json
+import os
 import platform
+import sys
+import tempfile
 
+from conftest import script_result
 import pytest
-from robotmem_ros.engine import heap
+from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine import heap, MemoryEngine
+
+MIB = 2**20
+RESULT = 'heap result: '
 
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != 'glibc',
                                 reason='malloc_trim is glibc only')
@@ -43,3 +52,40 @@ def test_freed_pages_go_back_to_the_system(monkeypatch):
     assert held - before > 64 * 2**20
     assert after < held - 64 * 2**20
     del keep
+
+
+def returned_at_free(threshold: int) -> float:
+    """
+    Return the MiB 48 freed 2 MiB blocks give back at once, an engine having set ``threshold``.
+
+    An 8 MiB block freed first raises glibc's own threshold above the blocks' size; a small block
+    allocated after them keeps them off the top of the heap, where glibc would trim by itself.
+    """
+    import psutil
+    with tempfile.TemporaryDirectory() as tmp:
+        MemoryEngine(MemoryConfig(db_path=f'{tmp}/m.db', embed_backend='none',
+                                  heap_mmap_threshold=threshold)).close()
+    process = psutil.Process()
+    large = bytearray(8 * MIB)
+    del large
+    blocks = [bytearray(2 * MIB) for _ in range(48)]
+    keep = bytearray(256 * 1024)
+    held = process.memory_info().rss
+    del blocks
+    returned = (held - process.memory_info().rss) / MIB
+    del keep
+    return returned
+
+
+def test_the_engine_keeps_large_blocks_mapped():
+    """With the default threshold freed blocks leave at once; with glibc's rule they stay."""
+    pytest.importorskip('psutil')
+    fixed = script_result(__file__, RESULT, str(MemoryConfig().heap_mmap_threshold))
+    glibc = script_result(__file__, RESULT, '0')
+    assert fixed > 64, fixed
+    assert glibc < 32, glibc
+
+
+if __name__ == '__main__':
+    print(RESULT + json.dumps(returned_at_free(int(sys.argv[1]))), flush=True)
+    os._exit(0)

@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 import uuid
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import consolidation, doctor, maintenance, reindex, store, transfer
+from robotmem_ros.engine import (consolidation, doctor, heap, maintenance, reindex, store,
+                                 transfer)
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.context_filter import parse_filter
 from robotmem_ros.engine.database import Database
@@ -55,6 +56,7 @@ class MemoryEngine:
         calling ``on_lock_wait(holder)`` meanwhile, then raise StoreLockedError: a start-up
         either serves or fails within a known time.
         """
+        heap.map_large_blocks(config.heap_mmap_threshold)  # before the indexes' arrays
         self._config = config
         self.clock = clock
         self.db = Database(config.resolved_db_path(), ann_min_vectors=config.ann_min_vectors,

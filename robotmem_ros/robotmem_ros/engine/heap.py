@@ -9,6 +9,16 @@ recalls and learns: 57 MiB returned by one trim, docs/performance.md). A trim wa
 arena's free chunks: about 6 ms on that heap, under 1 ms once trimmed, so the callers run it
 in background threads and not on every pass. Elsewhere than glibc there is no such call; the
 process reuses the memory instead.
+
+A trim returns only whole free pages. What it cannot return is heap that large blocks left
+fragmented, and glibc puts large blocks in the heap by its own rule: it maps a block of 128 KiB
+or more on its own, but each time such a block is freed it raises that threshold to the block's
+size (up to 32 MiB). After the first large temporary, the searches' numpy arrays and the
+learns' buffers (MBs at 1M memories) came from the heap, and a 1M session left the node 20-50
+MiB above one whose threshold stays fixed (``map_large_blocks``; docs/performance.md, "Large
+blocks mapped"). A fixed threshold also maps the embedder's intermediates afresh: at 128 KiB,
+glibc's first, batches embedded 23 % slower and single texts 0.2-0.3 ms slower; at 1 MiB, with
+the heap's top kept up to TOP_KEPT between trims, batches 12 % slower and single texts alike.
 """
 
 from __future__ import annotations
@@ -16,6 +26,10 @@ from __future__ import annotations
 import ctypes
 import time
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
+# Free heap top that free() leaves in place once the threshold is fixed (glibc's own rule
+# keeps twice the threshold); the periodic trims return it.
+TOP_KEPT = 32 * 2**20
 # Least time between two trims asked for by periodic work (``return_freed(every_s=...)``).
 PERIOD_S = 30.0
 
@@ -52,3 +66,21 @@ def return_owed() -> bool:
     pollers call it.
     """
     return _owed and return_freed(PERIOD_S)
+
+
+def map_large_blocks(threshold: int) -> bool:
+    """
+    Give each heap block of ``threshold`` bytes or more a memory map of its own, for good.
+
+    Setting the threshold turns off glibc's rule that raises it (module docstring), so such a
+    block goes back to the system when freed; the heap's top is then kept up to TOP_KEPT.
+    0 keeps glibc's rule. Process-wide, as malloc is; True if set (False elsewhere than glibc).
+    """
+    if threshold <= 0:
+        return False
+    try:
+        libc = ctypes.CDLL('libc.so.6')
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)
+                    and libc.mallopt(M_TRIM_THRESHOLD, TOP_KEPT))
+    except (OSError, AttributeError):
+        return False
