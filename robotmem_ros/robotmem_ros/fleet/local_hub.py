@@ -73,8 +73,8 @@ def _check_server_user() -> None:
     Say what is missing when root cannot create the server's user.
 
     The wheel creates it with ``useradd``, found on PATH only; a root shell whose PATH lacks
-    /usr/sbin (``env -i``, some CI runners) got ``FileNotFoundError: 'useradd'`` from inside the
-    wheel on a machine where the user did not exist yet.
+    /usr/sbin (``env -i PATH=/usr/bin:/bin``) got ``FileNotFoundError: 'useradd'`` from inside
+    the wheel on a machine where the user did not exist yet.
     """
     import pwd
     if os.geteuid() != 0 or shutil.which('useradd'):
