@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from typing import Callable
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameter numbers (malloc.h)
 # Free heap top that free() leaves in place once the threshold is fixed (glibc's own rule
@@ -49,10 +50,10 @@ def return_freed(every_s: float = 0.0) -> bool:
         _owed = True
         return False
     _last, _owed = now, False
-    try:
-        ctypes.CDLL('libc.so.6').malloc_trim(0)
-    except (OSError, AttributeError):
+    trim = _glibc('malloc_trim')
+    if trim is None:
         return False
+    trim(0)
     return True
 
 
@@ -76,11 +77,15 @@ def map_large_blocks(threshold: int) -> bool:
     block goes back to the system when freed; the heap's top is then kept up to TOP_KEPT.
     0 keeps glibc's rule. Process-wide, as malloc is; True if set (False elsewhere than glibc).
     """
-    if threshold <= 0:
+    mallopt = _glibc('mallopt')
+    if threshold <= 0 or mallopt is None:
         return False
+    return bool(mallopt(M_MMAP_THRESHOLD, threshold) and mallopt(M_TRIM_THRESHOLD, TOP_KEPT))
+
+
+def _glibc(function: str) -> Callable[..., int] | None:
+    """Return glibc's ``function``, or None elsewhere (musl, macOS), where nothing is tuned."""
     try:
-        libc = ctypes.CDLL('libc.so.6')
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold)
-                    and libc.mallopt(M_TRIM_THRESHOLD, TOP_KEPT))
+        return getattr(ctypes.CDLL('libc.so.6'), function)
     except (OSError, AttributeError):
-        return False
+        return None
