@@ -3,13 +3,14 @@
 import logging
 import pathlib
 import shutil
+import sys
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.embedding import Embedder, load_embedder, models
+from robotmem_ros.embedding import Embedder, load_embedder, models, providers, session
 from robotmem_ros.embedding.models import BUNDLED, FileRef
 from robotmem_ros.embedding.query_cache import QueryCache
 from robotmem_ros.errors import EmbeddingError
@@ -125,6 +126,22 @@ def test_cpu_request_logs_no_warning(caplog):
     with caplog.at_level(logging.WARNING, logger='robotmem.embedding'):
         _load(embed_model=MINILM, embed_device='cpu')
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_cpu_session_keeps_no_copy_of_the_model_bytes():
+    # onnxruntime's Python session keeps the bytes it was built from (22 MiB for the default
+    # model) to rebuild itself on a provider fallback, which a CPU session never needs.
+    source = models.bundled(MINILM)
+    held = sys.getrefcount(source.model_bytes)
+    sess = session.create(source.model_bytes, source.where, 1, [providers.CPU])
+    kept = sys.getrefcount(source.model_bytes)  # counted outside assert's rewriting
+    assert sess.get_providers() == [providers.CPU]
+    assert kept == held
+    ids = np.array([[101, 7592, 102]], dtype=np.int64)
+    inputs = {'input_ids': ids, 'attention_mask': np.ones_like(ids),
+              'token_type_ids': np.zeros_like(ids)}
+    feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+    assert np.isfinite(sess.run(None, feed)[0]).all()  # the graph runs without them
 
 
 def test_readability_minilm_low_for_chinese_high_for_english(minilm):

@@ -45,6 +45,24 @@ def create(model_bytes: bytes, what: str, threads: int,
     """Build a session from in-memory bytes (the bytes that were hashed are the ones run)."""
     opts = session_options(threads, needs_custom_ops(model_bytes))
     try:
-        return ort.InferenceSession(model_bytes, sess_options=opts, providers=provider_list)
+        sess = ort.InferenceSession(model_bytes, sess_options=opts, providers=provider_list)
     except Exception as exc:  # onnxruntime raises its own untyped exception classes
         raise EmbeddingError(f'cannot load ONNX model {what}: {exc}') from exc
+    if sess.get_providers() == [providers.CPU]:
+        release_model_bytes(sess)
+    return sess
+
+
+def release_model_bytes(sess: ort.InferenceSession) -> None:
+    """
+    Drop the copy of the model's bytes the Python session keeps for its whole life.
+
+    onnxruntime's ``InferenceSession`` holds the bytes it was built from (22 MiB for the
+    default model) so that it can build itself again on other providers when a GPU provider
+    fails during a run. A session on the CPU alone has nothing to fall back to, and the graph
+    it runs holds its own weights: the bytes are dead weight in every node
+    (docs/performance.md, "The model's bytes"). A GPU session keeps them, and its fallback.
+    """
+    if getattr(sess, '_model_bytes', None) is not None:
+        sess.disable_fallback()
+        sess._model_bytes = None
