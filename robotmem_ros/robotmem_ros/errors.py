@@ -36,5 +36,9 @@ class EmbeddingError(RobotMemError):
     """The embedding model could not be loaded or failed on an input."""
 
 
+class SegmenterError(RobotMemError):
+    """The Chinese segmenter's data (jieba's dictionary and tables) are missing or unreadable."""
+
+
 class ConfigError(RobotMemError, ValueError):
     """A configuration value is invalid (unknown model, out-of-range threshold)."""

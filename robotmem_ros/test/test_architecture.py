@@ -2,7 +2,7 @@
 Layering rules that keep the package's structure honest.
 
 The engine, embedding and CLI layers run where ROS is absent (no rclpy); the client runs in a
-manipulation node and loads none of the server (no engine, no numpy beyond rclpy's, no rjieba,
+manipulation node and loads none of the server (no engine, no numpy beyond rclpy's, no jieba,
 no sqlite); no module imports, even for type checking only, one that imports it back; and SQL
 has one home: statements in the store modules, sqlite errors caught only in database.py.
 """
@@ -46,7 +46,7 @@ def test_client_imports_none_of_the_server():
             'before = set(sys.modules); from robotmem_ros.client import MemoryClient; '
             'added = {m.split(".")[0] for m in set(sys.modules) - before}; '
             'ours = {m for m in set(sys.modules) - before if m.startswith("robotmem_ros.")}; '
-            'print(sorted(added & {"numpy", "rjieba", "sqlite3", "_sqlite3", "onnxruntime"}), '
+            'print(sorted(added & {"numpy", "jieba", "sqlite3", "_sqlite3", "onnxruntime"}), '
             'sorted(m for m in ours if m.split(".")[1] in '
             '("engine", "node", "embedding", "config", "fleet", "cli")))')
     assert _run(code) == '[] []'

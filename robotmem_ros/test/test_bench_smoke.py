@@ -192,7 +192,7 @@ def test_pragmas_bench_times_every_setting(tmp_path):
 
 def test_segmenter_bench_compares_both_segmenters(tmp_path):
     """bench/bench_segmenter.py on a few sentences written here (jieba: a bench-only package)."""
-    pytest.importorskip('jieba', reason='requirements/bench-segmenter.txt not installed')
+    pytest.importorskip('rjieba', reason='requirements/bench-segmenter.txt not installed')
     header = 'dataset,split,sentence1,sentence2,label\n'
     for name, rows in (('zh_pairs', ['LCQMC,test,机器人抓取红色杯子,把杯子放在左边的架子上,0',
                                      'BQ,test,打开抽屉的最上层,打开抽屉的中间层,0']),
@@ -206,7 +206,8 @@ def test_segmenter_bench_compares_both_segmenters(tmp_path):
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     doc = json.loads((tmp_path / 'segmenter.json').read_text())
     assert doc['runs'] == 6 and doc['differ'] == 0
-    assert [row['segmenter'] for row in doc['segmenters']] == ['jieba 0.42.1', 'rjieba 0.2.2']
+    assert [row['segmenter'] for row in doc['segmenters']] == [
+        'jieba 0.42.1', 'rjieba 0.2.2', 'engine/segmenter.py']
     assert all(row['rss_added_mib'] > 0 for row in doc['segmenters'])
 
 

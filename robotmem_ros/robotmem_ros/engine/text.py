@@ -5,9 +5,9 @@ One tokenizer serves the FTS index, the FTS query and the Jaccard layer, so a to
 matches in one place matches in all (docs/memory.md, Tokens). A whitespace split would make
 ``grip_force=12.5N`` a single token and the consolidation example there impossible; here
 identifiers are split on ``_ = : /``, numbers keep their attached unit (``12.5n``), English words
-get a light plural/-ing stem, and Chinese runs are segmented by rjieba (jieba-rs: jieba's
-dictionary and algorithm, the same words as jieba on 188 443 natural Chinese runs, in 33 instead
-of 80 MiB; docs/performance.md).
+get a light plural/-ing stem, and Chinese runs are segmented by engine/segmenter.py (jieba's
+dictionary and algorithm over a compact table: the same words as jieba and rjieba on 188 443
+natural Chinese runs, in 11 instead of 80 or 33 MiB; docs/performance.md).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import hashlib
 import re
 from typing import Iterable
 import unicodedata
+
+from robotmem_ros.engine import segmenter
 
 # A run of CJK ideographs: what the segmenter is handed (bench/bench_segmenter.py takes them too).
 CJK_RUN = re.compile(r'[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+')
@@ -77,10 +79,9 @@ def _undouble(stem: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _cut_cjk(run: str) -> tuple[str, ...]:
-    # Imported at the first Chinese text: rjieba builds its dictionary at import (0.14 s, 33 MiB),
-    # which a store that holds no Chinese never needs.
-    import rjieba
-    return tuple(w for w in rjieba.cut(run) if w.strip())
+    # The segmenter builds its table at the first Chinese text (0.6 s, 11 MiB), which a store
+    # that holds no Chinese never needs.
+    return tuple(w for w in segmenter.shared().cut(run) if w.strip())
 
 
 # A learn and a recall tokenize their text several times, consolidation each session fact
