@@ -51,7 +51,8 @@ print(json.dumps({{"import_and_first_cut_s": seconds, "rss_before_mib": before,
 SEGMENTERS = {
     'jieba 0.42.1': 'import jieba, logging; jieba.setLogLevel(logging.WARNING); cut = jieba.lcut',
     'rjieba 0.2.2': 'import rjieba; cut = rjieba.cut',
-    'engine/segmenter.py': 'from robotmem_ros.engine import segmenter; cut = segmenter.shared().cut',
+    'engine/segmenter.py': ('from robotmem_ros.engine import segmenter; '
+                            'cut = segmenter.shared().cut'),
 }
 
 
@@ -108,6 +109,7 @@ def main() -> int:
                  for r in rows])
     return write_run(args, runs=len(runs), differ=max(r['differ_from_jieba'] for r in rows),
                      segmenters=rows)
+
 
 if __name__ == '__main__':
     sys.exit(main())
