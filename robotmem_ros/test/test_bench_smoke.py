@@ -190,8 +190,8 @@ def test_pragmas_bench_times_every_setting(tmp_path):
     engine.close()
 
 
-def test_segmenter_bench_compares_both_segmenters(tmp_path):
-    """bench/bench_segmenter.py on a few sentences written here (jieba: a bench-only package)."""
+def test_segmenter_bench_compares_the_segmenters(tmp_path):
+    """bench/bench_segmenter.py on a few sentences written here (rjieba: a bench-only package)."""
     pytest.importorskip('rjieba', reason='requirements/bench-segmenter.txt not installed')
     header = 'dataset,split,sentence1,sentence2,label\n'
     for name, rows in (('zh_pairs', ['LCQMC,test,机器人抓取红色杯子,把杯子放在左边的架子上,0',

@@ -109,7 +109,7 @@ class _Model:
         """Return the likeliest B/M/E/S state of each character (Viterbi, ties as jieba's)."""
         missing = (MIN_LOG,) * 4
         first = self.emit.get(text[0], missing)
-        score = {s: self.start[s] + first[STATES.index(s)] for s in STATES}
+        score = {s: self.start[s] + first[at] for at, s in enumerate(STATES)}
         path = {s: s for s in STATES}
         for char in text[1:]:
             emitted = self.emit.get(char, missing)
