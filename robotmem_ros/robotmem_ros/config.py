@@ -186,6 +186,11 @@ class MemoryConfig:
                                   "FTS5's ranking of every match; built in the background; 0 = "
                                   'never (engine/text_index.py).', lo=0, hi=1_000_000_000,
                                   read_only=True)
+    reader_cache_kib: int = _e(256, 'SQLite page cache of each connection but the writer, in KiB '
+                               "(the threads' readers, the indexes', the checkpointer's; 0 = "
+                               "SQLite's 2 000). The file's pages stay in the system's page "
+                               'cache either way (engine/database.py).', lo=0, hi=1_048_576,
+                               read_only=True)
     heap_mmap_threshold: int = _e(1_048_576, 'Bytes from which each heap block gets a memory '
                                   'map of its own, unmapped when freed (glibc mallopt '
                                   "M_MMAP_THRESHOLD, process-wide). glibc's own threshold rises "

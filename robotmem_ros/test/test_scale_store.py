@@ -392,6 +392,22 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     engine.close()
 
 
+@pytest.mark.parametrize('kib', [64, 0])
+def test_connections_but_the_writer_keep_the_page_cache_set(tmp_path, kib):
+    """``reader_cache_kib`` sizes every other connection's cache; 0 and the writer: SQLite's."""
+    default = sqlite3.connect(':memory:').execute('PRAGMA cache_size').fetchone()[0]
+    engine = make_engine(tmp_path, reader_cache_kib=kib)
+    try:
+        background = engine.db._open_reader()  # what the indexes and the checkpointer open
+        with engine.db.write() as writer:
+            caches = [conn.execute('PRAGMA cache_size').fetchone()[0]
+                      for conn in (engine.db.reader(), background, writer)]
+        background.close()
+    finally:
+        engine.close()
+    assert caches == [-kib if kib else default] * 2 + [default]
+
+
 def test_star_listing_with_a_filter_finds_every_match(tmp_path):
     engine = make_engine(tmp_path)
     session = engine.start_session().session_id

@@ -62,7 +62,8 @@ class MemoryEngine:
         self.db = Database(config.resolved_db_path(), ann_min_vectors=config.ann_min_vectors,
                            ann_nprobe=config.ann_nprobe,
                            int8_max_vectors=config.int8_max_vectors,
-                           text_index_min_rows=config.text_index_min_rows)
+                           text_index_min_rows=config.text_index_min_rows,
+                           reader_cache_kib=config.reader_cache_kib)
         self.embedding = EmbeddingState(embedder, config.min_readability, embed_error)
         try:
             with self.db.write(wait_s=config.store_lock_timeout, on_wait=on_lock_wait) as conn:
