@@ -7,7 +7,9 @@ so the figures are what the store costs. Settings take turns, each on a fresh en
 waits for its background indexes (``common.wait_until_ready``), over several rounds, so a
 change in machine load hits every setting alike. Every call gets its own query or fact (no
 learn is a duplicate of an earlier one). A memory map's pages count in the process's RSS
-(``RssFile``), so each setting's file-backed RSS is reported beside its latencies.
+(``RssFile``), so each setting's file-backed RSS is reported beside its latencies. A setting's
+pragmas run after the engine's own (``default``: the writer at SQLite's page cache, every other
+connection at ``reader_cache_kib``).
 
     python bench/bench_pragmas.py --store /tmp/scale/scale.db [--rounds 3] [--calls 40]
 """
@@ -87,9 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         at = 0
         for _ in range(args.rounds):
             for name, pragmas in SETTINGS.items():
-                def connect(target: str, *, read_only: bool = False,
+                def connect(target: str, *, read_only: bool = False, cache_kib: int = 0,
                             pragmas: Sequence[str] = pragmas) -> Any:
-                    conn = plain(target, read_only=read_only)
+                    conn = plain(target, read_only=read_only, cache_kib=cache_kib)
                     for pragma in pragmas:
                         conn.execute(pragma)
                     return conn

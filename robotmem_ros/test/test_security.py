@@ -170,6 +170,7 @@ REVIEWED = {
     'ACTIVE': "report_store constant \"status = 'active'\"",
     'int(bins)': 'integer bin count, forced through int()',
     'int(bins) - 1': 'integer bin count, forced through int()',
+    '-int(cache_kib)': 'integer page cache size (database.connect), forced through int()',
     '_selected(include_forgotten)': 'one of two constant conditions with a named placeholder',
     "' AND '.join(where[1:])": 'the same constant fragments, less the MATCH (fts_search)',
     "', '.join(RESTORED)": 'constant column tuple (transfer_store)',

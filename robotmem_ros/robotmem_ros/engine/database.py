@@ -79,7 +79,7 @@ def connect(path: str, *, read_only: bool = False, cache_kib: int = 0) -> Any:
     conn.execute('PRAGMA foreign_keys=ON')
     conn.execute('PRAGMA synchronous=NORMAL')
     if cache_kib > 0:
-        conn.execute(f'PRAGMA cache_size={-cache_kib}')
+        conn.execute(f'PRAGMA cache_size={-int(cache_kib)}')
     _load_vec(conn)
     return conn
 
