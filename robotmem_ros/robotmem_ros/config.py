@@ -170,12 +170,14 @@ class MemoryConfig:
                            'layer. A call that finds none free runs them one after the other; '
                            '0 = always one after the other (engine/side_threads.py).', lo=0,
                            hi=64, read_only=True)
-    ann_min_vectors: int = _e(20_000, 'Stored vectors from which an IVF-PQ index (faiss) '
+    ann_min_vectors: int = _e(20_000, 'Stored vectors from which an IVF index (faiss) '
                               'proposes the vector candidates instead of a scan of every '
                               'sign-bit code; built in the background at start and as the '
                               'store grows; 0 = never.', lo=0, hi=1_000_000_000, read_only=True)
-    ann_nprobe: int = _e(32, 'Inverted lists the IVF-PQ index scans per search (more: higher '
-                         'recall, slower).', lo=1, hi=65_536, read_only=True)
+    ann_nprobe: int = _e(24, 'Inverted lists the IVF index scans per unfiltered search (more: '
+                         'higher recall, slower); a filter that keeps a share s of the rows '
+                         'scans 1/sqrt(s) times more, up to all.', lo=1, hi=65_536,
+                         read_only=True)
     int8_max_vectors: int = _e(100_000, 'Stored vectors up to which the vector index keeps an '
                                '8-bit copy of each in RAM (one byte per dimension) so that '
                                'only candidates that can reach the top k are rescored from '

@@ -127,7 +127,7 @@ class EngineStatus:
     embed_skipped: int = 0          # perceptions left BM25-only by the bounded backlog
     stamps_replaced: int = 0       # perception stamps outside the plausible window
     index_vectors: int = 0         # live vectors the search index holds
-    ann_vectors: int = 0           # of which the IVF-PQ stage covers (0: the scan answers)
+    ann_vectors: int = 0           # of which the IVF stage covers (0: the scan answers)
     ann_building: bool = False     # a background (re)build of that stage is running
     ann_error: str = ''            # why the stage could not be built (the scan answers)
     checkpoint_error: str = ''     # why the last WAL checkpoint failed (the WAL grows)

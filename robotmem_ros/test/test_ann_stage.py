@@ -1,4 +1,4 @@
-"""The IVF-PQ stage of the vector index: used once built, never wrong, never in the way (15)."""
+"""The IVF stage of the vector index: used once built, never wrong, never in the way (15)."""
 
 from __future__ import annotations
 
@@ -171,3 +171,13 @@ def test_closing_during_a_build_is_quiet_and_a_reindex_discards_the_stage(tmp_pa
     assert again.db.vectors.stats()['ann_entries'] == 0
     again.close()
     assert 'could not be built' not in caplog.text
+
+
+def test_a_selective_filter_probes_more_lists():
+    stage = ann_stage.AnnStage(8, 10_000, nprobe=24)
+    assert stage.nlist == 100
+    assert stage.probes(10_000, 10_000) == 24
+    assert stage.probes(2_500, 10_000) == 48  # a quarter of the rows: twice the lists
+    assert stage.probes(1_000, 10_000) == 76
+    assert stage.probes(100, 10_000) == 100  # every list, no more
+    assert stage.probes(0, 10_000) == 100

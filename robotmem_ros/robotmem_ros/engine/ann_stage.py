@@ -1,21 +1,23 @@
 """
-Approximate first pass of the vector index for large stores: faiss IVF-PQ with a refine stage.
+Approximate first pass of the vector index for large stores: faiss IVF with 4-bit scalar codes.
 
 Why this index (measured on the 2-core target; docs/performance.md, "Choosing the vector
-index"): at 1M memories the sign-bit scan costs about 120 ms per search, because it touches
-every code and re-reads 2 500 float vectors to hold recall. An inverted file of sqrt(N) lists
-with 48-byte product-quantization codes, whose best candidates are re-ranked in RAM by 4-bit
-scalar codes, answered in a few ms with recall@10 0.98 after 80 float vectors were re-read
-from SQLite (6-bit codes held 0.99 with 40, but the node then took 640 MiB, over the 600 MiB
-budget; docs/performance.md, "The IVF-PQ stage, built"). Graph indexes (HNSW in faiss,
-usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same vectors, and a filter would
-cut their graph.
+index" and "One code per vector"): at 1M memories the sign-bit scan costs about 120 ms per
+search, because it touches every code and re-reads 2 500 float vectors to hold recall. An
+inverted file of sqrt(N) lists whose entries are 4-bit scalar codes (192 bytes for 384
+dimensions) answers in a few ms with recall@10 0.99 after 80 float vectors were re-read from
+SQLite. It replaced 48-byte product-quantization codes whose best candidates were re-ranked by
+a second, 4-bit copy of every vector: the same recall and speed at 24 lists probed instead of
+32, 42 MiB less at 1M (one code per vector instead of two) and a build 2.5 times faster. Graph
+indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same
+vectors, and a filter would cut their graph.
 
 The stage only proposes candidates: its ids are positions of the sign-bit index
 (engine/vector_index.py), whose boolean filter mask becomes a faiss ``IDSelectorBitmap``
 applied inside the scan, and every candidate is rescored from the float vectors in SQLite by
-the caller. faiss is optional: without it (or below ``ann_min_vectors``) the sign-bit scan
-answers alone.
+the caller. A filter that keeps a share s of the rows probes 1/sqrt(s) times more lists (up
+to all): its nearest rows lie farther from the query, in more lists. faiss is optional:
+without it (or below ``ann_min_vectors``) the sign-bit scan answers alone.
 """
 
 from __future__ import annotations
@@ -35,11 +37,9 @@ except ImportError:  # an optional accelerator: the sign-bit scan answers withou
 
 LOG = logging.getLogger('robotmem.engine')
 
-PQ_BYTES = 48       # one byte per 8 dimensions of a 384-d vector: as small as the sign bits
-REFINE = 'SQ4'      # 4-bit scalar codes: 250 MB at 1M; recall@10 0.98 with 80 floats re-read
+CODES = 'SQ4'        # 4-bit scalar codes of each vector's residual: 192 MB at 1M (384 dims)
 TRAIN_PER_LIST = 40  # faiss wants about 39 training points per IVF list
-TRAIN_MIN = 20_000   # and enough for 256 centroids in each PQ sub-space
-REFINE_FACTOR = 25   # PQ candidates re-ranked by the scalar codes per float re-read
+TRAIN_MIN = 20_000   # and at least this many (what the earlier PQ codes needed; kept)
 
 
 def available() -> bool:
@@ -48,15 +48,14 @@ def available() -> bool:
 
 
 class AnnStage:
-    """A trained IVF-PQ + refine index over positions ``0 .. size - 1`` of the vector index."""
+    """A trained IVF index of scalar codes over positions ``0 .. size - 1`` of the vector index."""
 
     def __init__(self, dim: int, trained_for: int, nprobe: int) -> None:
         self.dim = dim
         self.trained_for = trained_for
         self.nprobe = nprobe
         self.nlist = lists_for(trained_for)
-        # PQ48np: no polysemous training (faiss's default for "PQ48" spends minutes on it).
-        self._index = faiss.index_factory(dim, f'IVF{self.nlist},PQ{PQ_BYTES}np,Refine({REFINE})',
+        self._index = faiss.index_factory(dim, f'IVF{self.nlist},{CODES}',
                                           faiss.METRIC_INNER_PRODUCT)
 
     @property
@@ -65,7 +64,7 @@ class AnnStage:
         return int(self._index.ntotal)
 
     def train(self, sample: np.ndarray) -> None:
-        """Learn the coarse lists and the PQ and scalar codebooks from a sample."""
+        """Learn the coarse lists and the scalar codes' ranges from a sample."""
         _one_thread()
         self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
 
@@ -74,31 +73,61 @@ class AnnStage:
         _one_thread()
         self._index.add(np.ascontiguousarray(vectors, dtype=np.float32))
 
-    def search(self, query: np.ndarray, mask: np.ndarray, count: int) -> np.ndarray:
+    def compact(self) -> None:
+        """
+        Copy each inverted list into a buffer of its exact size.
+
+        faiss grows a list's buffer by doubling as blocks are added, and the outgrown buffers
+        of a thousand lists fragment the heap: at 1M the engine held 56 MiB more than the
+        codes (docs/performance.md, "One code per vector"). The copy holds the lists twice for
+        a moment (192 MiB at 1M), in the background build.
+        """
+        _one_thread()
+        ivf = faiss.downcast_index(self._index)
+        grown = faiss.downcast_InvertedLists(ivf.invlists)
+        exact = faiss.ArrayInvertedLists(ivf.nlist, ivf.code_size)
+        for number in range(ivf.nlist):
+            count = grown.list_size(number)
+            if count:
+                exact.add_entries(number, count, grown.get_ids(number), grown.get_codes(number))
+        ivf.replace_invlists(exact, True)  # frees the grown lists
+        exact.thisown = False  # the index owns it now
+
+    def search(self, query: np.ndarray, mask: np.ndarray, selected: int,
+               count: int) -> np.ndarray:
         """
         Positions of the ``count`` best candidates among ``mask`` (a bool array over positions).
 
         The mask is tested inside the scan, so a filter never leaves slots to rows it excludes;
-        positions beyond ``size`` are not in the index yet and the caller searches them itself.
+        ``selected`` (how many positions it keeps) sets how many lists are probed.
+        Positions beyond ``size`` are not in the index yet and the caller searches them itself.
         """
         _one_thread()
         bits = np.packbits(mask[:self.size], bitorder='little')
         selector = faiss.IDSelectorBitmap(self.size, faiss.swig_ptr(bits))
-        base = faiss.SearchParametersIVF(sel=selector, nprobe=self.nprobe)
-        params = faiss.IndexRefineSearchParameters(k_factor=REFINE_FACTOR,
-                                                   base_index_params=base)
+        params = faiss.SearchParametersIVF(sel=selector,
+                                           nprobe=self.probes(selected, mask.size))
         _, positions = self._index.search(
             np.asarray(query, dtype=np.float32)[None, :], count, params=params)
         found = positions[0]
         return found[found >= 0]
 
+    def probes(self, selected: int, held: int) -> int:
+        """
+        Count the lists to probe when ``selected`` of ``held`` positions pass the filter.
+
+        ``nprobe`` for an unfiltered search, and 1/sqrt(share) times more for a filter that keeps
+        a share of the rows, up to every list: with a fixed count a 1 % filter's recall@10 was
+        0.96 at 1M, 1.00 with either 1/share or 1/sqrt(share) times the lists, and the latter
+        cost 3 ms where the former cost 8 (docs/performance.md, "One code per vector").
+        """
+        share = max(selected, 1) / max(held, 1)
+        return min(self.nlist, math.ceil(self.nprobe / math.sqrt(share)))
+
     def nbytes(self) -> int:
-        """Bytes the index holds (codes, lists, codebooks), for stats and benchmarks."""
-        ivf = faiss.downcast_index(self._index.base_index)
-        refine = faiss.downcast_index(self._index.refine_index)
-        return int(ivf.invlists.compute_ntotal() * (PQ_BYTES + 8)
-                   + refine.sa_code_size() * refine.ntotal
-                   + ivf.nlist * ivf.d * 4)
+        """Bytes the index holds (codes and ids in the lists, centroids), for stats and benches."""
+        ivf = faiss.downcast_index(self._index)
+        return int(ivf.invlists.compute_ntotal() * (ivf.code_size + 8) + ivf.nlist * ivf.d * 4)
 
 
 def _one_thread() -> None:
@@ -135,7 +164,8 @@ def build(count: int, nprobe: int, sample: Callable[[np.ndarray], np.ndarray],
     del training
     for block in blocks(0, count, stage.dim):
         stage.add(block)
+    stage.compact()
     heap.return_freed()  # the blocks and training sample freed
-    LOG.info('vector index: IVF%d,PQ%d + %s stage built over %d vectors',
-             stage.nlist, PQ_BYTES, REFINE, stage.size)
+    LOG.info('vector index: IVF%d,%s stage built over %d vectors', stage.nlist, CODES,
+             stage.size)
     return stage

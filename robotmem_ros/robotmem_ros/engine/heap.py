@@ -2,8 +2,8 @@
 Hand the heap that background work freed back to the system (glibc's ``malloc_trim``).
 
 glibc keeps freed chunks for reuse and returns only the top of each arena by itself. Work that
-frees much at once leaves the node's RSS above what it uses: the IVF-PQ stage's build (a node
-at 1M memories held 717 MiB after it against about 300 for what it uses), and the background
+frees much at once leaves the node's RSS above what it uses: the approximate stage's build (a
+node at 1M memories held 717 MiB after it against about 300 for what it uses), and the background
 threads' arenas after the text index's catch-ups and the learns' temporaries (a 1M session of
 recalls and learns: 57 MiB returned by one trim, docs/performance.md). A trim walks every
 arena's free chunks: about 6 ms on that heap, under 1 ms once trimmed, so the callers run it

@@ -18,7 +18,7 @@ cost a candidate slot but can never be returned. When fewer than ``k`` candidate
 pool grows until the filtered set is exhausted: a filtered search returns ``k`` results when
 ``k`` exist.
 
-From ``ann_min_vectors`` vectors on (and with faiss installed), an IVF-PQ stage
+From ``ann_min_vectors`` vectors on (and with faiss installed), an IVF stage
 (engine/ann_stage.py) is built in a background thread from the floats in SQLite and proposes
 the candidates instead of the full scan; the scan answers while it builds, and whenever its
 candidates leave fewer than ``k`` results (a selective SQL filter), so that guarantee holds.
@@ -66,7 +66,7 @@ GROW = 1.5
 LOAD_CHUNK = 50_000
 FLOAT_LOAD_CHUNK = 1_000  # rows per read with floats: larger reads left +140 MiB of heap at 100k
 # The approximate stage re-reads this many floats per search (at least 2 k): 80 hold recall@10
-# at 0.98 at 1M with 4-bit refine codes (docs/performance.md). It is rebuilt, with sqrt(N)
+# at 0.99 at 1M with its 4-bit codes (docs/performance.md). It is rebuilt, with sqrt(N)
 # lists again, each time the store has grown this many times over since it was trained.
 # Floats are read in blocks of ANN_BLOCK to fill it.
 ANN_CANDIDATES = 80
@@ -419,7 +419,7 @@ class VectorIndex:
         # (measured: +50 ms at 1M). Filter ids are in the mask it tests in its scan.
         if ann is not None and selected_count > RESCORE_MIN and not where[0]:
             with self._ann_lock:
-                rows = ann.search(vector, mask, max(ANN_CANDIDATES, 2 * k))
+                rows = ann.search(vector, mask, selected_count, max(ANN_CANDIDATES, 2 * k))
             found: dict[int, float] = {}
             rescore(rows, found)
             if len(found) >= k:
