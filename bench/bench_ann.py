@@ -405,6 +405,53 @@ class FaissIVFPQRefineSQ6(FaissIVFPQRefine):
     refine = 'SQ6'
 
 
+class EngineStage(Candidate):
+    """
+    The engine's own approximate stage (engine/ann_stage.py), built and searched as it is.
+
+    IVF with sqrt(N) lists of 4-bit scalar codes, one code per vector (the refine candidates
+    above hold two: PQ codes to propose, SQ codes to re-rank); the lists probed grow with the
+    filter's selectivity, and the engine's ``ANN_CANDIDATES`` floats are rescored. The engine
+    keeps no index file: "load" is the rebuild a start pays.
+    """
+
+    package = 'faiss'
+    filter_api = 'yes (IDSelectorBitmap; lists probed scaled by the share the filter keeps)'
+
+    def build(self) -> None:
+        from robotmem_ros.engine import ann_stage, vector_index
+        vectors = self.data.vectors
+        self.index = ann_stage.build(
+            len(vectors), self.args.nprobes[0], lambda rows: vectors[rows],
+            lambda start, end, dim: (vectors[i:min(i + 20_000, end)]
+                                     for i in range(start, end, 20_000)))
+        self.name = f'engine stage IVF{self.index.nlist},{ann_stage.CODES}'
+        self.rescore_n = vector_index.ANN_CANDIDATES
+
+    def settings(self) -> list[str]:
+        return [f'nprobe={value}' for value in self.args.nprobes]
+
+    def use(self, setting: str) -> None:
+        self.index.nprobe = int(setting.split('=')[1])
+
+    def candidates(self, query: np.ndarray, filt: str) -> np.ndarray:
+        mask = self.mask(filt)
+        mask = np.ones(self.index.size, dtype=bool) if mask is None else mask
+        return self.index.search(query, mask, int(np.count_nonzero(mask)), self.rescore_n)
+
+    def add_one(self, row: int, vector: np.ndarray) -> None:
+        self.index.add(vector[None, :])
+
+    def nbytes(self) -> int:
+        return self.index.nbytes()
+
+    def save(self, path: pathlib.Path) -> None:
+        pass  # the engine rebuilds the stage from SQLite at every start
+
+    def load(self, path: pathlib.Path) -> None:
+        self.build()
+
+
 class FaissHNSWSQ(FaissCandidate):
     """IndexHNSWSQ: 8-bit scalar codes (384 B) in an HNSW graph (M=32)."""
 
@@ -550,7 +597,7 @@ class HnswLib(Candidate):
 
 CANDIDATES = {'signbit': SignBit, 'faiss-pq': FaissPQ, 'faiss-ivfpq': FaissIVFPQ,
               'faiss-ivfpq-sq8': FaissIVFPQRefine, 'faiss-ivfpq-sq4': FaissIVFPQRefineSQ4,
-              'faiss-ivfpq-sq6': FaissIVFPQRefineSQ6,
+              'faiss-ivfpq-sq6': FaissIVFPQRefineSQ6, 'engine-stage': EngineStage,
               'faiss-hnswsq': FaissHNSWSQ, 'usearch-i8': USearch, 'usearch-b1': USearchB1,
               'hnswlib': HnswLib}
 

@@ -43,7 +43,7 @@ def _engine(path: pathlib.Path, embedder: Any, min_rows: int) -> Any:
 
 
 def _settle(engine: Any, text_index: bool, timeout: float = 600.0) -> float:
-    """Wait for the IVF-PQ stage (and the text index); return the seconds waited."""
+    """Wait for the IVF stage (and the text index); return the seconds waited."""
     started = time.monotonic()
     engine.recall('warm up', n=10)  # the first search loads the indexes, starts their builds
     while time.monotonic() - started < timeout:

@@ -26,7 +26,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # older version imported this tree's code instead.
 PACKAGE_DIR = pathlib.Path(os.environ.get('ROBOTMEM_BENCH_PACKAGE', REPO_ROOT / 'robotmem_ros'))
 RESULTS_DIR = REPO_ROOT / 'bench' / 'results'
-SETTLE_TIMEOUT_S = 900.0  # an IVF-PQ stage and a text index built at 1M take minutes
+SETTLE_TIMEOUT_S = 900.0  # an IVF stage and a text index built at 1M take minutes
 DEFAULT_EVAL = (REPO_ROOT / '..' / 'shared' / 'eval').resolve()
 CACHE_DIR = pathlib.Path(os.environ.get('ROBOTMEM_BENCH_CACHE',
                                         '~/.cache/robotmem_bench')).expanduser()

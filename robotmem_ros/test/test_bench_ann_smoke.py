@@ -22,13 +22,13 @@ BENCH = REPO / 'bench' / 'bench_ann.py'
 HAS_FAISS = importlib.util.find_spec('faiss') is not None
 
 
-def _run(tmp_path, candidates):
+def _run(tmp_path, candidates, *extra):
     if not BENCH.exists():
         pytest.skip('bench/bench_ann.py not present')
     env = dict(os.environ, ROBOTMEM_BENCH_CACHE=str(tmp_path / 'cache'), TMPDIR=str(tmp_path))
     proc = subprocess.run([sys.executable, str(BENCH), '--sizes', '2000', '--queries', '10',
                            '--pool', '200', '--candidates', candidates, '--search-cap-s', '30',
-                           '--results', str(tmp_path), '--work', str(tmp_path)],
+                           '--results', str(tmp_path), '--work', str(tmp_path), *extra],
                           cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     doc = json.loads((tmp_path / 'ann_candidates.json').read_text())
@@ -67,3 +67,16 @@ def test_faiss_ivfpq_refine_honours_the_filter(tmp_path):
     assert row['file_bytes'] > 0 and row['load_s'] >= 0
     for by_filter in row['search'].values():
         assert by_filter['10%']['returned_min'] == 10
+
+
+@pytest.mark.skipif(not HAS_FAISS, reason='faiss-cpu (requirements/runtime.txt) not installed')
+def test_the_engine_stage_probes_more_lists_for_a_selective_filter(tmp_path):
+    rows = _run(tmp_path, 'engine-stage', '--nprobes', '8')
+    (row,) = rows.values()
+    _check_row(row, 2000)
+    assert row['index_bytes'] > 0
+    search = row['search']['nprobe=8']
+    # 8 of 44 lists hold one or two of the 1 % filter's 7 rows (its seeded draw); 1/sqrt(share)
+    # times as many (136) are every list, so all 7 are candidates and the floats rank them.
+    assert search['1%']['recall_at_10'] == 1.0
+    assert search['10%']['returned_min'] == 10
