@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 from diagnostic_msgs.msg import DiagnosticStatus
 from engine_helpers import bulk_vectors, make_engine
@@ -181,3 +182,24 @@ def test_a_selective_filter_probes_more_lists():
     assert stage.probes(1_000, 10_000) == 76
     assert stage.probes(100, 10_000) == 100  # every list, no more
     assert stage.probes(0, 10_000) == 100
+
+
+def test_appends_after_a_build_hand_the_outgrown_lists_back(tmp_path, monkeypatch):
+    trims = []
+    trimmer = SimpleNamespace(return_freed=lambda: trims.append(1))
+    monkeypatch.setattr(vector_index, 'heap', trimmer)
+    rng = np.random.default_rng(10)
+    engine = make_engine(tmp_path, ann_min_vectors=1000)
+    index = engine.db.vectors
+    ids = bulk_vectors(engine, _topics(rng, 20, 50))
+    _built(engine, len(ids))
+    trims.clear()
+    for vector in _topics(rng, 1, vector_index.TRIM_APPENDS - 1):
+        bulk_vectors(engine, vector[None, :])
+        index.refresh()
+    assert trims == []
+    assert index.stats()['ann_entries'] == len(ids) + vector_index.TRIM_APPENDS - 1
+    bulk_vectors(engine, _topics(rng, 1, 1))
+    index.refresh()
+    assert trims == [1]
+    engine.close()

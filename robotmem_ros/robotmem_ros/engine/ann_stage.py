@@ -7,8 +7,9 @@ search, because it touches every code and re-reads 2 500 float vectors to hold r
 inverted file of sqrt(N) lists whose entries are 4-bit scalar codes (192 bytes for 384
 dimensions) answers in a few ms with recall@10 0.99 after 80 float vectors were re-read from
 SQLite. It replaced 48-byte product-quantization codes whose best candidates were re-ranked by
-a second, 4-bit copy of every vector: the same recall and speed at 24 lists probed instead of
-32, 42 MiB less at 1M (one code per vector instead of two) and a build 2.5 times faster. Graph
+a second, 4-bit copy of every vector: as high a recall at 24 lists probed as those at 32 (a
+search 0.8 ms slower in the benchmark, the engine's recalls as fast), 46 MiB less at 1M (one
+code per vector instead of two) and a build 2.5 times faster. Graph
 indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same
 vectors, and a filter would cut their graph.
 
@@ -78,8 +79,8 @@ class AnnStage:
         Copy each inverted list into a buffer of its exact size.
 
         faiss grows a list's buffer by doubling as blocks are added, and the outgrown buffers
-        of a thousand lists fragment the heap: at 1M the engine held 56 MiB more than the
-        codes (docs/performance.md, "One code per vector"). The copy holds the lists twice for
+        of a thousand lists fragment the heap: at 1M the engine held 63 MiB more without the
+        copy (docs/performance.md, "One code per vector"). The copy holds the lists twice for
         a moment (192 MiB at 1M), in the background build.
         """
         _one_thread()

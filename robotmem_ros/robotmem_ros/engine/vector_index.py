@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from robotmem_ros.engine import ann_stage, index_snapshot, vector_store
+from robotmem_ros.engine import ann_stage, heap, index_snapshot, vector_store
 from robotmem_ros.engine.schema import CONTEXT_PATHS
 
 LOG = logging.getLogger('robotmem.engine')
@@ -70,6 +70,13 @@ FLOAT_LOAD_CHUNK = 1_000  # rows per read with floats: larger reads left +140 Mi
 # lists again, each time the store has grown this many times over since it was trained.
 # Floats are read in blocks of ANN_BLOCK to fill it.
 ANN_CANDIDATES = 80
+# A built stage's lists have exactly their size, so the first vector appended to a list moves
+# it to a buffer twice as large and frees the old one (about 200 KB at 1M) into the heap, which
+# keeps it resident until a trim: 1 000 single appends held 129 MiB more until the next one. A
+# trim after every TRIM_APPENDS appended vectors, on the thread that appended them, keeps that
+# under 10 MiB (0.06 ms p50 a trim beside the stage alone; docs/performance.md, "One code per
+# vector").
+TRIM_APPENDS = 64
 ANN_REBUILD_GROWTH = 4
 ANN_BLOCK = 20_000
 SAMPLE_CHUNK = 10_000  # seqs per statement of the training sample (SQLite's variable limit)
@@ -109,6 +116,7 @@ class VectorIndex:
         self._ann_lock = threading.Lock()  # faiss's add and search must not run side by side
         self._ann_builder: threading.Thread | None = None
         self._ann_error = ''
+        self._appended = 0  # vectors appended to a stage since the last trim
         self._generation = 0  # bumped by reset(): a build begun before it is thrown away
         self._stopping = False
         self._lock = threading.Lock()
@@ -328,6 +336,10 @@ class VectorIndex:
         for block in self._blocks(conn, seqs, 0, len(seqs), ann.dim):
             with self._ann_lock:
                 ann.add(block)
+        self._appended += len(seqs)
+        if self._appended >= TRIM_APPENDS:
+            self._appended = 0
+            heap.return_freed()
 
     def _build(self, generation: int) -> None:
         """Train and fill a stage over the positions held now, then swap it in (a thread)."""
