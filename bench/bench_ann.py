@@ -420,11 +420,11 @@ class EngineStage(Candidate):
 
     def build(self) -> None:
         from robotmem_ros.engine import ann_stage, vector_index
-        vectors = self.data.vectors
+        vectors, step = self.data.vectors, vector_index.ANN_BLOCK  # the engine's blocks
         self.index = ann_stage.build(
             len(vectors), self.args.nprobes[0], lambda rows: vectors[rows],
-            lambda start, end, dim: (vectors[i:min(i + 20_000, end)]
-                                     for i in range(start, end, 20_000)))
+            lambda start, end, dim: (vectors[i:min(i + step, end)]
+                                     for i in range(start, end, step)))
         self.name = f'engine stage IVF{self.index.nlist},{ann_stage.CODES}'
         self.rescore_n = vector_index.ANN_CANDIDATES
 
