@@ -76,9 +76,20 @@ def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.skipif(not text_index.available(), reason='tantivy is not installed')
+@pytest.mark.parametrize('nested_max', [text_index.NESTED_MAX, 0])
 def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    """Half the facts in the index, half learned since (the log): the same exact answers."""
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  nested_max: int) -> None:
+    """
+    Half the facts in the index, half learned since (the log): the same exact answers.
+
+    With common tokens counted level by level, as by default, or all in one union.
+    """
+    monkeypatch.setattr(text_index, 'NESTED_MAX', nested_max)
+    nested: list[int] = []
+    choose = text_index._nested
+    monkeypatch.setattr(text_index, '_nested', lambda *args: nested.append(
+        len(choose(*args))) or choose(*args))
     facts = _facts()
     engine = make_engine(tmp_path, text_index_min_rows=100)
     now = time.time()
@@ -96,6 +107,7 @@ def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
     assert engine.db.text.overlapping(conn, tokens, 'default', 0.0) is None
     monkeypatch.setattr(text_index, 'MAX_OVERLAPPING', len(facts))
     _check_exhaustively(conn, facts, ids, now)
+    assert (max(nested) > 0) == (nested_max > 0)  # the data holds common tokens
     engine.close()
 
 

@@ -169,6 +169,44 @@ def test_filtered_search_returns_k_when_k_exist(tmp_path):
     engine.close()
 
 
+def test_a_kept_mask_is_extended_by_the_rows_appended_since(tmp_path, monkeypatch):
+    """A selection's mask is reused: only new rows are tested, new names included."""
+    rng = np.random.default_rng(11)
+    engine = make_engine(tmp_path)
+    vectors = _unit(rng, 240)
+    first = bulk_vectors(engine, vectors[:120], 'shared')
+    session = engine.start_session(collection='shared').session_id
+    index = engine.db.vectors
+    tested: list[int] = []
+    mask_of = index._mask_of
+    monkeypatch.setattr(index, '_mask_of',
+                        lambda part, *rest: tested.append(part.stop - part.start)
+                        or mask_of(part, *rest))
+    conn, query = engine.db.reader(), _unit(rng, 1)[0]
+
+    def nearest(collection: str, **where) -> list[int]:
+        return [i for i, _ in store.vec_search(conn, query, collection, 5, **where)]
+    # Neither the session nor the second collection holds a vector yet.
+    assert nearest(collection='other') == []
+    assert nearest(collection='shared', session_id=session) == []
+    assert nearest(collection='shared') == _exact(vectors[:120], first, query, 5)
+    assert tested == [120, 120, 120]
+    mine = bulk_vectors(engine, vectors[120:180], 'shared', session)
+    other = bulk_vectors(engine, vectors[180:], 'other')
+    tested.clear()
+    assert nearest(collection='other') == _exact(vectors[180:], other, query, 5)
+    assert nearest(collection='shared', session_id=session) == _exact(
+        vectors[120:180], mine, query, 5)
+    assert nearest(collection='shared') == _exact(vectors[:180], first + mine, query, 5)
+    assert tested == [120, 120, 120]  # the appended rows alone
+    assert len(store.vec_search(conn, query, 'shared', 100, session_id=session)) == 60
+    index.reset()  # a reindex: positions are loaded again, every mask is computed whole
+    tested.clear()
+    assert nearest(collection='other') == _exact(vectors[180:], other, query, 5)
+    assert tested == [240]
+    engine.close()
+
+
 def test_context_equalities_are_tested_before_ranking(tmp_path):
     rng = np.random.default_rng(3)
     engine = make_engine(tmp_path)

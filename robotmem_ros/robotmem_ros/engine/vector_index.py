@@ -39,6 +39,8 @@ fraction of the float reads (docs/performance.md, "Rescoring best first").
 
 from __future__ import annotations
 
+import collections
+from dataclasses import dataclass
 import functools
 import heapq
 import logging
@@ -88,6 +90,12 @@ ROUNDING_SLACK = 1e-4
 # this size): at most about 0.3 s of a start for the rows it lacks, one write of the arrays (94
 # bytes a vector: 94 MB and 0.2 s at 1M) per 50 000 vectors stored.
 SNAPSHOT_EVERY = 50_000
+# The masks of the last MASKS_KEPT selections (a learn's dedup search, a recall's, a filtered
+# one) are kept and extended by the positions appended since: computed whole, a 1M-row mask
+# took 0.9 ms of every search at 1M (five passes over the columns, out of the CPU's caches after
+# the rest of a learn). Each costs a byte a position (1 MB at 1M) plus MASK_SLACK.
+MASKS_KEPT = 4
+MASK_SLACK = 4_096
 
 
 def code_of(vector: np.ndarray) -> bytes:
@@ -143,6 +151,11 @@ class VectorIndex:
         self._saved_size = 0  # positions the newest snapshot holds (read or written)
         self._restored = 0  # positions read from a snapshot at start
         self._saver: threading.Thread | None = None
+        # Bumped whenever positions already held change (a restore, a reset): kept masks older
+        # than that are computed again.
+        self._changes = 0
+        self._masks: collections.OrderedDict[tuple[Any, ...], _Mask] = (
+            collections.OrderedDict())
 
     # --- keeping up with the database ----------------------------------------------------
 
@@ -158,6 +171,7 @@ class VectorIndex:
             self._q8 = np.zeros((0, 0), dtype=np.int8)
             self._q8_scale = np.zeros(0, dtype=np.float32)
             self._saved_size = 0
+            self._changes += 1
         if self._snapshot is not None:  # its rows are the ones just dropped
             self._snapshot.unlink(missing_ok=True)
 
@@ -211,6 +225,7 @@ class VectorIndex:
             self._words = snapshot.arrays['codes'].shape[1]
             self._last_seq, self._skipped = snapshot.last_seq, snapshot.skipped
             self._names = snapshot.names
+            self._changes += 1
         LOG.info('vector index: %d vectors read from %s in %.2f s', snapshot.size,
                  self._snapshot, time.perf_counter() - began)
 
@@ -227,8 +242,7 @@ class VectorIndex:
                 self._last_seq, self._skipped,
                 {kind: dict(names) for kind, names in self._names.items()})
         self._saved_size = size  # a failed save is tried again SNAPSHOT_EVERY vectors later
-        # Positions below ``size`` never change but for ``alive`` (a stale entry saved alive
-        # is dropped again after the next start), so the thread reads them without the lock.
+        # Positions below ``size`` never change, so the thread reads them without the lock.
         self._saver = threading.Thread(target=_save, args=(self._snapshot, snapshot),
                                        name='robotmem-index-snapshot', daemon=True)
         self._saver.start()
@@ -414,10 +428,10 @@ class VectorIndex:
         """
         self.refresh()
         with self._lock:
-            mask = self._select(collection, session_id, type_, exclude_session, context)
             # A count, not the positions: at 1M, np.flatnonzero took 0.8 ms of every search
             # that the approximate stage answers, which needs the mask alone.
-            selected_count = int(np.count_nonzero(mask))
+            mask, selected_count = self._select(collection, session_id, type_,
+                                                exclude_session, context)
             if selected_count == 0:
                 return []
             query = np.frombuffer(code_of(vector), dtype=np.uint64)
@@ -458,24 +472,55 @@ class VectorIndex:
         with self._lock:
             if self._skipped:
                 return None
-            return self._ids[:self._size][self._select(collection, '', '', '', context)].copy()
+            mask, _ = self._select(collection, '', '', '', context)
+            return self._ids[:self._size][mask].copy()
 
     def _select(self, collection: str, session_id: str, type_: str, exclude_session: str,
-                context: Sequence[tuple[int, int]]) -> np.ndarray:
-        """Boolean mask over positions: alive, in the collection, and the other filters given."""
-        code = self._names['collection'].get(collection)
+                context: Sequence[tuple[int, int]]) -> tuple[np.ndarray, int]:
+        """
+        Return the mask of the positions that pass the filters, and how many it keeps.
+
+        Alive, in the collection, and the other filters given; the caller holds the lock. A kept
+        mask is reused and its buffer extended in place past the positions it covers;
+        a mask returned earlier is never written again (a change of held positions starts a
+        new buffer), so a caller may read it after the lock is released.
+        """
+        key = (collection, session_id, type_, exclude_session, tuple(context))
         size = self._size
+        kept = self._masks.pop(key, None)
+        if kept is None or kept.changes != self._changes or kept.size > size:
+            kept = _Mask(np.zeros(size + MASK_SLACK, dtype=bool), 0, 0, self._changes)
+        elif len(kept.bits) < size:
+            bits = np.zeros(size + MASK_SLACK, dtype=bool)
+            bits[:kept.size] = kept.bits[:kept.size]
+            kept.bits = bits
+        if kept.size < size:
+            part = slice(kept.size, size)
+            tail = kept.bits[part]
+            tail[:] = self._mask_of(part, collection, session_id, type_, exclude_session,
+                                    context)
+            kept.count += int(np.count_nonzero(tail))
+            kept.size = size
+        self._masks[key] = kept
+        while len(self._masks) > MASKS_KEPT:
+            self._masks.popitem(last=False)
+        return kept.bits[:size], kept.count
+
+    def _mask_of(self, part: slice, collection: str, session_id: str, type_: str,
+                 exclude_session: str, context: Sequence[tuple[int, int]]) -> np.ndarray:
+        """Test the filters of ``_select`` on the positions ``part``."""
+        code = self._names['collection'].get(collection)
         if code is None:
-            return np.zeros(size, dtype=bool)
-        mask = self._alive[:size] & (self._coll[:size] == code)
+            return np.zeros(part.stop - part.start, dtype=bool)
+        mask = self._alive[part] & (self._coll[part] == code)
         if session_id:
-            mask &= self._sess[:size] == self._names['session'].get(session_id, -1)
+            mask &= self._sess[part] == self._names['session'].get(session_id, -1)
         if type_:
-            mask &= self._fact[:size] == (type_ != 'perception')
+            mask &= self._fact[part] == (type_ != 'perception')
         if exclude_session and exclude_session in self._names['session']:
-            mask &= self._sess[:size] != self._names['session'][exclude_session]
+            mask &= self._sess[part] != self._names['session'][exclude_session]
         for column, value_id in context:
-            mask &= self._ctx[:size, column] == value_id
+            mask &= self._ctx[part, column] == value_id
         return mask
 
     def _best_first(self, conn: Any, vector: np.ndarray, ids: np.ndarray, seqs: np.ndarray,
@@ -522,14 +567,6 @@ class VectorIndex:
         sims = matrix @ np.asarray(vector, dtype=np.float32)
         return {r[0]: float(s) for r, s in zip(live, sims)}
 
-    def forget(self, memory_ids: list[int]) -> None:
-        """Drop entries whose vector a committed transaction deleted (saves candidate slots)."""
-        if not memory_ids:
-            return
-        with self._lock:
-            size = self._size
-            self._alive[:size] &= ~np.isin(self._ids[:size], memory_ids)
-
     def stats(self) -> dict[str, Any]:
         """Entries held, bytes of the arrays and the approximate stage (status, benchmarks)."""
         with self._lock:
@@ -545,6 +582,16 @@ class VectorIndex:
                 'ann_bytes': ann.nbytes() if ann is not None else 0,
                 'ann_building': building, 'ann_error': self._ann_error,
                 'snapshot_restored': self._restored, 'snapshot_saved': self._saved_size}
+
+
+@dataclass
+class _Mask:
+    """A selection's mask: ``bits[:size]`` hold it, ``count`` of them set, as of ``changes``."""
+
+    bits: np.ndarray
+    size: int
+    count: int
+    changes: int
 
 
 def _save(path: pathlib.Path, snapshot: index_snapshot.Snapshot) -> None:
