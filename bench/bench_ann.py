@@ -409,7 +409,7 @@ class EngineStage(Candidate):
     """
     The engine's own approximate stage (engine/ann_stage.py), built and searched as it is.
 
-    IVF with sqrt(N) lists of 4-bit scalar codes, one code per vector (the refine candidates
+    IVF with sqrt(N) lists of 4-bit fast-scan codes, one code per vector (the refine candidates
     above hold two: PQ codes to propose, SQ codes to re-rank); the lists probed grow with the
     filter's selectivity, and the engine's ``ANN_CANDIDATES`` floats are rescored. The engine
     keeps no index file: "load" is the rebuild a start pays.
@@ -425,7 +425,7 @@ class EngineStage(Candidate):
             len(vectors), self.args.nprobes[0], lambda rows: vectors[rows],
             lambda start, end, dim: (vectors[i:min(i + step, end)]
                                      for i in range(start, end, step)))
-        self.name = f'engine stage IVF{self.index.nlist},{ann_stage.CODES}'
+        self.name = f'engine stage IVF{self.index.nlist},{self.index.codes}'
         self.rescore_n = vector_index.ANN_CANDIDATES
 
     def settings(self) -> list[str]:

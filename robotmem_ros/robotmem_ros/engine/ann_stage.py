@@ -1,17 +1,22 @@
 """
-Approximate first pass of the vector index for large stores: faiss IVF with 4-bit scalar codes.
+Approximate first pass of the vector index for large stores: faiss IVF with 4-bit fast-scan codes.
 
 Why this index (measured on the 2-core target; docs/performance.md, "Choosing the vector
-index" and "One code per vector"): at 1M memories the sign-bit scan costs about 120 ms per
-search, because it touches every code and re-reads 2 500 float vectors to hold recall. An
-inverted file of sqrt(N) lists whose entries are 4-bit scalar codes (192 bytes for 384
-dimensions) answers in a few ms with recall@10 0.99 after 80 float vectors were re-read from
-SQLite. It replaced 48-byte product-quantization codes whose best candidates were re-ranked by
-a second, 4-bit copy of every vector: as high a recall at 24 lists probed as those at 32 (a
-search 0.8 ms slower in the benchmark, the engine's recalls as fast), 46 MiB less at 1M (one
-code per vector instead of two) and a build 2.5 times faster. Graph
-indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same
-vectors, and a filter would cut their graph.
+index", "One code per vector" and "Fast-scan codes"): at 1M memories the sign-bit scan costs
+about 120 ms per search, because it touches every code and re-reads 2 500 float vectors to hold
+recall. An inverted file of sqrt(N) lists whose entries are 4-bit codes of each vector's
+residual, one code per dimension (192 bytes for 384 dimensions), answers in a few ms with
+recall@10 0.99 after 80 float vectors were re-read from SQLite. The codes are faiss's
+product-quantizer codes of one-dimensional sub-vectors in its fast-scan layout (``PQ{d}x4fs``):
+16 levels per dimension, learnt, where the scalar quantizer's 4-bit codes (``SQ4``) spread 16
+even levels over each dimension's range; laid out 32 vectors to a block, they are scored with
+SIMD table lookups: 0.7 ms instead of 2.9 for the lists of an unfiltered 1M search, at the
+same recall and size. They score every code of a probed list, so a selective filter, which
+probes more lists, gains nothing (0.3-1.4 ms slower at 10 % and 1 %), and a build encodes 3.6
+times slower (36 s at 1M, in the background). Before the scalar codes, 48-byte PQ codes were
+re-ranked by a second, 4-bit copy of every vector (46 MiB more at 1M). Graph indexes (HNSW
+in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same vectors, and a filter
+would cut their graph.
 
 The stage only proposes candidates: its ids are positions of the sign-bit index
 (engine/vector_index.py), whose boolean filter mask becomes a faiss ``IDSelectorBitmap``
@@ -38,7 +43,8 @@ except ImportError:  # an optional accelerator: the sign-bit scan answers withou
 
 LOG = logging.getLogger('robotmem.engine')
 
-CODES = 'SQ4'        # 4-bit scalar codes of each vector's residual: 192 MB at 1M (384 dims)
+# 4-bit codes of each dimension of a vector's residual, fast-scan layout: 192 MB at 1M (384 dims)
+CODES = 'PQ{dim}x4fs'
 TRAIN_PER_LIST = 40  # faiss wants about 39 training points per IVF list
 TRAIN_MIN = 20_000   # and at least this many (what the earlier PQ codes needed; kept)
 
@@ -56,7 +62,8 @@ class AnnStage:
         self.trained_for = trained_for
         self.nprobe = nprobe
         self.nlist = lists_for(trained_for)
-        self._index = faiss.index_factory(dim, f'IVF{self.nlist},{CODES}',
+        self.codes = CODES.format(dim=dim)
+        self._index = faiss.index_factory(dim, f'IVF{self.nlist},{self.codes}',
                                           faiss.METRIC_INNER_PRODUCT)
 
     @property
@@ -78,15 +85,19 @@ class AnnStage:
         """
         Copy each inverted list into a buffer of its exact size.
 
-        faiss grows a list's buffer by doubling as blocks are added, and the outgrown buffers
-        of a thousand lists fragment the heap: at 1M the engine held 63 MiB more without the
-        copy (docs/performance.md, "One code per vector"). The copy holds the lists twice for
-        a moment (192 MiB at 1M), in the background build.
+        The lists grow block by block as the build adds its blocks of vectors, and the outgrown
+        buffers of a thousand lists fragment the heap: at 1M the engine held 63 MiB more
+        without the copy (docs/performance.md, "One code per vector"). The copy holds the lists
+        twice for a moment (192 MiB at 1M), in the background build. A list's codes are copied
+        as they are laid out (whole blocks of 32 packed codes), its ids into a vector of
+        exactly their count.
         """
         _one_thread()
         ivf = faiss.downcast_index(self._index)
         grown = faiss.downcast_InvertedLists(ivf.invlists)
-        exact = faiss.ArrayInvertedLists(ivf.nlist, ivf.code_size)
+        packer = ivf.get_CodePacker()
+        exact = faiss.BlockInvertedLists(ivf.nlist, packer)
+        packer.thisown = False  # the lists own their packer
         for number in range(ivf.nlist):
             count = grown.list_size(number)
             if count:
@@ -167,6 +178,6 @@ def build(count: int, nprobe: int, sample: Callable[[np.ndarray], np.ndarray],
         stage.add(block)
     stage.compact()
     heap.return_freed()  # the blocks and training sample freed
-    LOG.info('vector index: IVF%d,%s stage built over %d vectors', stage.nlist, CODES,
+    LOG.info('vector index: IVF%d,%s stage built over %d vectors', stage.nlist, stage.codes,
              stage.size)
     return stage
