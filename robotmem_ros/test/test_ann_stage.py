@@ -203,3 +203,25 @@ def test_appends_after_a_build_hand_the_outgrown_lists_back(tmp_path, monkeypatc
     index.refresh()
     assert trims == [1]
     engine.close()
+
+
+def test_compacted_lists_answer_as_built_and_take_appends():
+    # compact copies each list's packed blocks of 32 codes: a copy that shifted or cut a
+    # block would change the answers; appends after it must land in the copied lists.
+    rng = np.random.default_rng(11)
+    vectors = _topics(rng, 30, 100)
+    stage = ann_stage.AnnStage(vectors.shape[1], len(vectors), nprobe=8)
+    stage.train(vectors)
+    for start in range(0, 2_500, 700):  # blocks that end inside lists' blocks of 32
+        stage.add(vectors[start:min(start + 700, 2_500)])
+    everything = np.ones(len(vectors), dtype=bool)
+    queries = vectors[::97]
+    built = [stage.search(q, everything[:stage.size], stage.size, 20) for q in queries]
+    stage.compact()
+    assert [stage.search(q, everything[:stage.size], stage.size, 20).tolist()
+            for q in queries] == [found.tolist() for found in built]
+    stage.add(vectors[2_500:])
+    assert stage.size == len(vectors)
+    for position in (2_500, 2_777, len(vectors) - 1):
+        found = stage.search(vectors[position], everything, len(vectors), 5)
+        assert position in found.tolist()

@@ -12,11 +12,11 @@ product-quantizer codes of one-dimensional sub-vectors in its fast-scan layout (
 even levels over each dimension's range; laid out 32 vectors to a block, they are scored with
 SIMD table lookups: 0.7 ms instead of 2.9 for the lists of an unfiltered 1M search, at the
 same recall and size. They score every code of a probed list, so a selective filter, which
-probes more lists, gains nothing (0.3-1.4 ms slower at 10 % and 1 %), and a build encodes 3.6
-times slower (36 s at 1M, in the background). Before the scalar codes, 48-byte PQ codes were
-re-ranked by a second, 4-bit copy of every vector (46 MiB more at 1M). Graph indexes (HNSW
-in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same vectors, and a filter
-would cut their graph.
+probes more lists, gains nothing (0.3-1.4 ms slower at 10 % and 1 %), and a build encodes
+slower (21 s at 1M instead of 10, in the background). Before the scalar codes, 48-byte PQ
+codes were re-ranked by a second, 4-bit copy of every vector (46 MiB more at 1M). Graph
+indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same
+vectors, and a filter would cut their graph.
 
 The stage only proposes candidates: its ids are positions of the sign-bit index
 (engine/vector_index.py), whose boolean filter mask becomes a faiss ``IDSelectorBitmap``
@@ -72,9 +72,16 @@ class AnnStage:
         return int(self._index.ntotal)
 
     def train(self, sample: np.ndarray) -> None:
-        """Learn the coarse lists and the scalar codes' ranges from a sample."""
+        """
+        Learn the coarse lists and each dimension's 16 levels from a sample.
+
+        A code is found dimension by dimension among 16 levels; with the levels also held
+        transposed faiss compares the 16 in one SIMD pass: encoding twice as fast, the same codes
+        (docs/performance.md, "Fast-scan codes").
+        """
         _one_thread()
         self._index.train(np.ascontiguousarray(sample, dtype=np.float32))
+        faiss.downcast_index(self._index).pq.sync_transposed_centroids()
 
     def add(self, vectors: np.ndarray) -> None:
         """Append the vectors of the next positions, in position order."""
