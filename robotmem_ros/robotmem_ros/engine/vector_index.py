@@ -72,10 +72,10 @@ FLOAT_LOAD_CHUNK = 1_000  # rows per read with floats: larger reads left +140 Mi
 # lists again, each time the store has grown this many times over since it was trained.
 # Floats are read in blocks of ANN_BLOCK to fill it.
 ANN_CANDIDATES = 80
-# A built stage's lists have exactly their size, so appending to a list moves it to a larger
-# buffer (its codes one block of 32 larger, its ids twice as large) and frees the old one (about
-# 200 KB at 1M) into the heap, which keeps it resident until a trim: with the scalar codes'
-# lists, 1 000 single appends held 129 MiB more until the next one. A
+# A list of a built stage that outgrows its buffer moves to one twice as large (its ids at the
+# first append, its codes once their power-of-two capacity is full) and frees the old one
+# (about 200 KB at 1M) into the heap, which keeps it resident until a trim: with the scalar
+# codes' lists, 1 000 single appends held 129 MiB more until the next one. A
 # trim after every TRIM_APPENDS appended vectors, on the thread that appended them, keeps that
 # under 10 MiB (0.06 ms p50 a trim beside the stage alone; docs/performance.md, "One code per
 # vector").
