@@ -12,7 +12,7 @@ product-quantizer codes of one-dimensional sub-vectors in its fast-scan layout (
 even levels over each dimension's range; laid out 32 vectors to a block, they are scored with
 SIMD table lookups: 0.7 ms instead of 2.9 for the lists of an unfiltered 1M search, at the
 same recall and size. They score every code of a probed list, so a selective filter, which
-probes more lists, gains nothing (0.3-1.4 ms slower at 10 % and 1 %), and a build encodes
+probes more lists, gains nothing (up to 1.4 ms slower at 10 % and 1 %), and a build encodes
 slower (21 s at 1M instead of 10, in the background). Before the scalar codes, 48-byte PQ
 codes were re-ranked by a second, 4-bit copy of every vector (46 MiB more at 1M). Graph
 indexes (HNSW in faiss, usearch, hnswlib) reached 0.19-0.58 recall@10 at 1M on the same
@@ -97,8 +97,8 @@ class AnnStage:
         49 MiB more without the copy (docs/performance.md, "Fast-scan codes"). The copy holds
         the lists twice for a moment (192 MiB at 1M), in the background build. A list's codes
         are copied as they are laid out (whole blocks of 32 packed codes) into a buffer whose
-        capacity faiss rounds up to a power of two (18 MiB more at 1M than the scalar codes'
-        exact lists), its ids into a vector of exactly their count.
+        capacity faiss rounds up to a power of two (the engine held 18 MiB more at 1M than with
+        the scalar codes' exact lists), its ids into a vector of exactly their count.
         """
         _one_thread()
         ivf = faiss.downcast_index(self._index)
