@@ -8,7 +8,7 @@ from engine_helpers import bulk_vectors, make_engine, with_context
 import numpy as np
 import pysqlite3.dbapi2 as sqlite3
 import pytest
-from robotmem_ros.engine import schema, store, text as textmod
+from robotmem_ros.engine import schema, store, text as textmod, vector_store
 from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import PerceptionInput
 import sqlite_vec
@@ -349,6 +349,33 @@ def test_stale_entries_are_never_returned(tmp_path):
     hits = store.vec_search(engine.db.reader(), engine.embedding.embed_query('blue box'),
                             'default', 5)
     assert [i for i, _ in hits] == [second] and hits[0][1] > 0.5
+    engine.close()
+
+
+def test_the_packed_float_read_returns_each_vector_byte_for_byte(tmp_path):
+    # Vectors whose bytes hold NULs and are no UTF-8 (zeros, -0.0, 2**-149, NaN) travel
+    # through ``||`` and group_concat as text; every byte must come back.
+    engine = make_engine(tmp_path)
+    rng = np.random.default_rng(11)
+    vectors = _unit(rng, 40)
+    vectors[0, :] = 0.0
+    vectors[1, :8] = [-0.0, np.float32(2.0 ** -149), np.nan, np.inf, 1.0, -1.0, 0.0, 255.0]
+    ids = bulk_vectors(engine, vectors, 'packed')
+    others = bulk_vectors(engine, _unit(rng, 3), 'elsewhere')
+    with engine.db.write() as conn:
+        conn.execute("UPDATE memories SET status = 'superseded' WHERE id = ?", (ids[5],))
+        # A vector of another width is parsed by its own length, not the others'.
+        conn.execute('UPDATE memory_embeddings SET embedding = ? WHERE memory_id = ?',
+                     (np.arange(7, dtype='<f4').tobytes(), ids[6]))
+    conn = engine.db.reader()
+    got = vector_store.active_embeddings(conn, [*ids, *others, 10 ** 9],
+                                         (' AND m.collection = ?', ['packed']))
+    seqs = dict(conn.execute('SELECT memory_id, seq FROM memory_vectors'))
+    stored = dict(conn.execute('SELECT memory_id, embedding FROM memory_embeddings'))
+    assert sorted(got) == sorted((memory_id, seqs[memory_id], stored[memory_id])
+                                 for memory_id in ids if memory_id != ids[5])
+    assert {i: v for i, _, v in got}[ids[1]] == vectors[1].astype('<f4').tobytes()
+    assert vector_store.active_embeddings(conn, [ids[5], 10 ** 9], ('', [])) == []
     engine.close()
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+_HEADER = 40  # printf('%016x%016x%08x'): a packed record's id, seq and vector bytes
+
 
 def codes_since(conn: Any, seq: int, limit: int, floats: bool = False) -> list[Any]:
     """
@@ -50,20 +52,34 @@ def seq_span(conn: Any) -> int:
 
 
 def active_embeddings(conn: Any, ids: Sequence[int],
-                      where: tuple[str, list[Any]]) -> list[Any]:
+                      where: tuple[str, list[Any]]) -> list[tuple[int, int, bytes]]:
     """
     Return (id, seq, float vector) of the memories ``ids`` that are active and meet ``where``.
 
     ``where`` is SQL on ``memories m`` and its parameters (store.context_sql); the seq lets
     the index drop a candidate whose vector was replaced after it was loaded.
+
+    The rows come back packed in one row: a cursor steps once per row and releases the GIL
+    at each step, so a read of 80 rows waited for the GIL 80 times whenever another thread
+    ran Python, as a learn's Jaccard layer does beside it (docs/performance.md, "One step for
+    the float read"). Each record is a fixed header (id, seq, bytes of the vector; hex) and the
+    vector's bytes, which ``||`` and ``group_concat`` copy as they are.
     """
     marks = ','.join('?' * len(ids))
-    return conn.execute(
-        f'SELECT m.id, v.seq, e.embedding FROM memories m '
+    packed = conn.execute(
+        f"SELECT CAST(group_concat(printf('%016x%016x%08x', m.id, v.seq, length(e.embedding))"
+        f" || e.embedding, '') AS BLOB) FROM memories m "
         f'JOIN memory_vectors v ON v.memory_id = m.id '
         f'JOIN memory_embeddings e ON e.memory_id = m.id '
         f"WHERE m.id IN ({marks}) AND m.status = 'active'{where[0]}",
-        [*ids, *where[1]]).fetchall()
+        [*ids, *where[1]]).fetchone()[0]
+    rows, at = [], 0
+    while packed and at < len(packed):
+        head, at = packed[at:at + _HEADER], at + _HEADER
+        size = int(head[32:], 16)
+        rows.append((int(head[:16], 16), int(head[16:32], 16), packed[at:at + size]))
+        at += size
+    return rows
 
 
 def embeddings_between(conn: Any, first_seq: int, last_seq: int) -> list[Any]:
