@@ -7,6 +7,7 @@ hand-written robot facts of bench/data/decision_pairs*.tsv, which hold many rewo
 
 from __future__ import annotations
 
+import math
 import pathlib
 import time
 from typing import Any
@@ -29,11 +30,13 @@ def _facts() -> list[str]:
     return list(texts)
 
 
+@pytest.mark.parametrize('overlap', [1, 2, 3, 4])
 @pytest.mark.parametrize('n', range(1, 41))
-def test_overlap_terms_hold_for_every_possible_set(n: int) -> None:
+def test_overlap_terms_hold_for_every_possible_set(n: int, overlap: int) -> None:
     for threshold in (0.0, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.95):
-        size, k = jaccard_store.overlap_terms(n, threshold)
-        assert 1 <= k <= size <= n
+        size, k = jaccard_store.overlap_terms(n, threshold, overlap)
+        assert 1 <= k <= min(size, overlap) and size <= n
+        assert k == 1 or math.comb(size, k) <= jaccard_store.MAX_GROUPS
         for shared in range(n + 1):
             for other_only in range(3 * n + 1):
                 if shared and shared / (n + other_only) >= threshold:  # J = 0 shares nothing

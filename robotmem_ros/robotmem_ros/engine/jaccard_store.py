@@ -27,8 +27,11 @@ from typing import Any
 from robotmem_ros.engine import store, vocab_store
 from robotmem_ros.engine import text as textmod
 
-# Rows must hold this many of the rarest tokens (AND groups), unless that takes more groups.
-OVERLAP = 2
+# FTS5's rows must hold this many of the rarest tokens (AND groups), fewer where that takes more
+# than MAX_GROUPS groups. 3 read 40-45 % fewer rows than 2 and cost less to intersect: a
+# learn's candidates 2.27 -> 2.11 ms at 10k memories, 7.23 -> 5.72 ms at 90k; 4 was slower
+# than 3 at both (docs/performance.md, "Three of the rarest tokens").
+FTS_OVERLAP = 3
 MAX_GROUPS = 64
 
 
@@ -42,12 +45,17 @@ def least_overlap(n: int, threshold: float) -> int:
     return max(1, math.floor(threshold * n - 1e-9) + 1)
 
 
-def overlap_terms(n: int, threshold: float) -> tuple[int, int]:
-    """(q, k): any set with Jaccard >= threshold against an n-token set holds k of any q."""
+def overlap_terms(n: int, threshold: float, overlap: int) -> tuple[int, int]:
+    """
+    (q, k): any set with Jaccard >= threshold against an n-token set holds k of any q.
+
+    ``k`` is ``overlap`` at most, and the largest whose ``C(q, k)`` groups of k are at most
+    MAX_GROUPS (k = 1 is one group per token).
+    """
     m = least_overlap(n, threshold)
-    k = min(OVERLAP, m)
-    if math.comb(n - m + k, k) > MAX_GROUPS:
-        k = 1
+    k = min(overlap, m)
+    while k > 1 and math.comb(n - m + k, k) > MAX_GROUPS:
+        k -= 1
     return n - m + k, k
 
 
@@ -117,7 +125,7 @@ def _passing(conn: Any, ids: list[int], where: list[str], params: dict[str, Any]
 def _matched(conn: Any, tokens: frozenset[str], threshold: float, where: list[str],
              params: dict[str, Any]) -> list[Any]:
     """FTS5's rows holding k of the q rarest tokens (overlap_terms) that pass ``where``."""
-    size, k = overlap_terms(len(tokens), threshold)
+    size, k = overlap_terms(len(tokens), threshold, FTS_OVERLAP)
     prefix = [_quoted(t) for t in vocab_store.rarest(conn, tokens, size)]
     params['q'] = ' OR '.join('(' + ' AND '.join(group) + ')'
                               for group in itertools.combinations(prefix, k))

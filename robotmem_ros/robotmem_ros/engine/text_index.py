@@ -61,6 +61,9 @@ MAX_CHANGED = 10_000
 # The Jaccard layer asks for this many facts sharing enough tokens first, for all of them
 # next, and gives way to FTS5 beyond the most.
 OVERLAPPING_FIRST = 4_096
+# Of the rarest tokens, a fact must hold this many (a minimum-should-match): 3 measured slower
+# than 2 at 1M memories (docs/performance.md, "Three of the rarest tokens").
+OVERLAP = 2
 NESTED_MAX = 8  # a nested level costs each fact found a step: 0.6 ms a level for 40 000
 MAX_OVERLAPPING = 50_000
 # Context values longer than this get no term (tantivy drops a term over 65 530 bytes).
@@ -412,7 +415,7 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
     import tantivy
     n = len(tokens)
     least = jaccard_store.least_overlap(n, threshold)
-    size, k = jaccard_store.overlap_terms(n, threshold)
+    size, k = jaccard_store.overlap_terms(n, threshold, OVERLAP)
     schema, searcher = index.schema, index.searcher()
     counts = {term: searcher.doc_freq('body', term) for term in tokens}
     order = sorted(tokens, key=lambda term: (counts[term], term))
