@@ -183,7 +183,7 @@ class MemoryConfig:
                                'only candidates that can reach the top k are rescored from '
                                'SQLite; above it every candidate is; 0 = never.', lo=0,
                                hi=1_000_000_000, read_only=True)
-    text_index_min_rows: int = _e(100_000, 'FTS rows from which a tantivy index beside the '
+    text_index_min_rows: int = _e(20_000, 'FTS rows from which a tantivy index beside the '
                                   'store (<db>-tindex) proposes the BM25 candidates instead of '
                                   "FTS5's ranking of every match; built in the background; 0 = "
                                   'never (engine/text_index.py).', lo=0, hi=1_000_000_000,
