@@ -118,6 +118,9 @@ def reindex_text(conn: Any, memory_id: int) -> None:
 def rebuild_fts(conn: Any) -> None:
     """Recreate the FTS table from its own DDL and re-index every non-forgotten memory."""
     ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()[0]
+    ledger = getattr(conn, 'count_ledger', None)
+    if ledger is not None:  # a new index: readers read their counts again
+        ledger.taint()
     conn.execute('DROP TABLE memories_fts')
     conn.execute(ddl)
     rows = conn.execute("SELECT id, content FROM memories WHERE status != 'forgotten'")

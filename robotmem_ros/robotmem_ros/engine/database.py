@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 from robotmem_ros.engine import index_snapshot
 from robotmem_ros.engine.checkpointer import Checkpointer
+from robotmem_ros.engine.count_ledger import CountLedger
 from robotmem_ros.engine.text_index import TextIndex
 from robotmem_ros.engine.vector_index import VectorIndex
 from robotmem_ros.errors import ConflictError, CorruptDatabaseError, StorageError
@@ -142,6 +143,8 @@ class Database:
                                    int8_max_vectors=int8_max_vectors,
                                    snapshot=index_snapshot.path_for(path))
         self._writer.vector_index = self.vectors
+        self.counts = CountLedger()
+        self._writer.count_ledger = self.counts
         self.text = TextIndex(path, text_index_min_rows, self._open_reader, self.write,
                               snapshot)
         self._writer.text_index = self.text
@@ -188,9 +191,11 @@ class Database:
         ConflictError for a broken uniqueness rule, else ``classify``'s StorageError.
         """
         self._changes_at_begin = conn.total_changes
+        self.counts.discard()
         try:
             yield
         except BaseException as exc:
+            self.counts.discard()
             # SQLite may already have rolled back (SQLITE_FULL, IOERR): a second
             # ROLLBACK would fail and hide the error that explains what went wrong.
             if conn.in_transaction:
@@ -199,11 +204,15 @@ class Database:
                 raise self.translated(exc) from exc
             raise
         try:
+            version = (conn.execute('PRAGMA data_version').fetchone()[0] if self.counts.noted
+                       else 0)
             conn.execute('COMMIT')
         except sqlite3.Error as exc:
+            self.counts.discard()
             if conn.in_transaction:
                 conn.execute('ROLLBACK')
             raise classify(exc, self.path) from exc
+        self.counts.committed(conn, version)
         self.checkpointer.committed()
 
     def _begin_within(self, conn: Any, wait_s: float,
@@ -307,6 +316,7 @@ class Database:
             conn = self._open_reader()
             conn.vector_index = self.vectors
             conn.text_index = self.text
+            conn.count_ledger = self.counts
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -359,6 +369,9 @@ def savepoint(conn: Any, name: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.IntegrityError as exc:
+        ledger = getattr(conn, 'count_ledger', None)
+        if ledger is not None:  # its noted FTS changes are undone: readers read counts again
+            ledger.taint()
         conn.execute(f'ROLLBACK TO {name}')
         conn.execute(f'RELEASE {name}')
         raise _conflict(exc) from exc

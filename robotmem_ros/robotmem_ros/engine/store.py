@@ -208,13 +208,27 @@ def replace_content(conn: Any, memory_id: int, content: str, context: dict) -> N
 
 
 def index_text(conn: Any, memory_id: int, content: str) -> None:
-    """Add a memory's FTS row: the tokens recall and the Jaccard layer match on."""
-    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
-                 (memory_id, textmod.fts_index_text(content)))
+    """
+    Add a memory's FTS row: the tokens recall and the Jaccard layer match on.
+
+    Every FTS row change of the writer is noted in its count ledger (engine/count_ledger.py)
+    or taints the transaction, else readers' exact term counts would go wrong.
+    """
+    body = textmod.fts_index_text(content)
+    ledger = getattr(conn, 'count_ledger', None)
+    if ledger is not None:
+        ledger.noting(conn, body, 1)
+    conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)', (memory_id, body))
 
 
 def unindex_text(conn: Any, memory_id: int) -> None:
     """Remove a memory's FTS row (absent is fine), so no text search finds it any more."""
+    ledger = getattr(conn, 'count_ledger', None)
+    if ledger is not None:
+        row = conn.execute('SELECT body FROM memories_fts WHERE rowid = ?',
+                           (memory_id,)).fetchone()
+        if row is not None:
+            ledger.noting(conn, row[0], -1)
     conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
 
 
@@ -705,6 +719,9 @@ def untouched_perceptions(conn: Any, before: float, limit: int) -> list[int]:
 def purge(conn: Any, ids: Sequence[int]) -> None:
     """Delete memories for good: row, FTS row, vector, tags and history."""
     rows = [(memory_id,) for memory_id in ids]
+    ledger = getattr(conn, 'count_ledger', None)
+    if ledger is not None:  # thousands of rows: readers read their counts again
+        ledger.taint()
     for table, column in (('tags', 'memory_id'), ('history', 'memory_id'),
                           ('memory_vectors', 'memory_id'), ('memory_embeddings', 'memory_id'),
                           ('memories_fts', 'rowid'), ('memories', 'id')):

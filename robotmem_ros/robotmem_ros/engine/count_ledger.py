@@ -1,0 +1,113 @@
+"""
+How this process's commits changed FTS5's term row counts, so exact counts outlive them.
+
+Recall's BM25 scores with exact row counts (engine/vocab_store.py), reused only while FTS5's
+structure record is the one they were read under. Every learn rewrites that record, so a
+recall after a learn read each of its terms' counts again from ``fts5vocab``, which walks the
+term's whole posting list: 1.9-2.0 ms of a 7.3-7.5 ms recall after a learn at 1M memories
+(docs/performance.md, "Term counts across a learn").
+
+A learn changes the counts of its own tokens only. The writer notes each FTS row it adds or
+removes (its tokens, +1 or -1), and at commit the structure record before and after the
+transaction: a step. A count read under structure S is then brought to the current structure
+by adding the deltas of the steps from S to it, and read again whenever that chain has a gap:
+a commit of another process, a transaction whose FTS changes were not all noted (``taint``:
+bulk purges, a rebuild, a savepoint rolled back), or a step forgotten (STEPS_KEPT). So a count
+is always the one ``fts5vocab`` would give as of the reader's snapshot.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Iterable
+
+# Steps remembered: a reader whose counts are older than this many of this process's commits
+# reads them again.
+STEPS_KEPT = 256
+# FTS5's structure record (rowid 10 of its %_data table): its segments and a write counter,
+# rewritten by every transaction that changes the index (engine/vocab_store.py).
+STRUCTURE_SQL = 'SELECT block FROM memories_fts_data WHERE id = 10'
+
+
+def structure(conn: Any) -> bytes:
+    """Return FTS5's structure record as of the connection's snapshot (b'' before any write)."""
+    row = conn.execute(STRUCTURE_SQL).fetchone()
+    return bytes(row[0]) if row and row[0] is not None else b''
+
+
+class CountLedger:
+    """The term count changes of one store's writer, step by step (one step per commit)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps: collections.OrderedDict[bytes, tuple[bytes, collections.Counter[str]]] = (
+            collections.OrderedDict())
+        self._before: bytes | None = None  # the structure at the transaction's first FTS change
+        self._delta: collections.Counter[str] = collections.Counter()
+        self._tainted = False
+
+    # --- the writer (under the store's write lock) ---------------------------------------
+
+    def noting(self, conn: Any, body: str, sign: int) -> None:
+        """Note an FTS row of ``body`` (its space separated tokens) added (+1) or removed (-1)."""
+        if self._before is None:
+            self._before = structure(conn)  # FTS5 flushed the last commit's rows at its end
+        for token in set(body.split()):
+            self._delta[token] += sign
+
+    def taint(self) -> None:
+        """Mark the open transaction as changing FTS rows it did not note: it makes no step."""
+        self._tainted = True
+
+    def committed(self, conn: Any, version: int) -> None:
+        """
+        Record the step of the transaction just committed, then start the next one afresh.
+
+        ``version`` is PRAGMA data_version read inside the transaction: if another connection
+        committed since, the structure read now is not this commit's and no step is recorded.
+        """
+        before, delta, tainted = self._before, self._delta, self._tainted
+        self.discard()
+        if before is None or tainted:
+            return
+        after = structure(conn)
+        if conn.execute('PRAGMA data_version').fetchone()[0] != version or after == before:
+            return
+        with self._lock:
+            self._steps[before] = (after, collections.Counter(
+                {token: change for token, change in delta.items() if change}))
+            while len(self._steps) > STEPS_KEPT:
+                self._steps.popitem(last=False)
+
+    def discard(self) -> None:
+        """Forget the open transaction's notes (after a rollback, or once recorded)."""
+        self._before, self._delta, self._tainted = None, collections.Counter(), False
+
+    @property
+    def noted(self) -> bool:
+        """Return True when the open transaction noted an FTS change."""
+        return self._before is not None
+
+    # --- readers ---------------------------------------------------------------------------
+
+    def changes(self, since: bytes, until: bytes,
+                terms: Iterable[str]) -> dict[str, int] | None:
+        """
+        Return how the row counts of ``terms`` changed from structure ``since`` to ``until``.
+
+        None when the steps between them are not all known: the caller reads the counts again.
+        """
+        wanted = set(terms)
+        total = dict.fromkeys(wanted, 0)
+        at, seen = since, 0
+        with self._lock:
+            while at != until:
+                step = self._steps.get(at)
+                seen += 1
+                if step is None or seen > STEPS_KEPT:
+                    return None
+                at, delta = step
+                for term in wanted.intersection(delta):
+                    total[term] += delta[term]
+        return total
