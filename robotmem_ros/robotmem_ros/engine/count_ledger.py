@@ -14,26 +14,21 @@ by adding the deltas of the steps from S to it, and read again whenever that cha
 a commit of another process, a transaction whose FTS changes were not all noted (``taint``:
 bulk purges, a rebuild, a savepoint rolled back), or a step forgotten (STEPS_KEPT). So a count
 is always the one ``fts5vocab`` would give as of the reader's snapshot.
+
+A body's tokens are its space separated words: FTS rows hold the engine's tokens joined by
+spaces (text.fts_index_text), the same equality the Jaccard filter and the scores of memories
+changed since the text index's state rest on.
 """
 
 from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Iterable
+from typing import Callable, Iterable
 
 # Steps remembered: a reader whose counts are older than this many of this process's commits
 # reads them again.
 STEPS_KEPT = 256
-# FTS5's structure record (rowid 10 of its %_data table): its segments and a write counter,
-# rewritten by every transaction that changes the index (engine/vocab_store.py).
-STRUCTURE_SQL = 'SELECT block FROM memories_fts_data WHERE id = 10'
-
-
-def structure(conn: Any) -> bytes:
-    """Return FTS5's structure record as of the connection's snapshot (b'' before any write)."""
-    row = conn.execute(STRUCTURE_SQL).fetchone()
-    return bytes(row[0]) if row and row[0] is not None else b''
 
 
 class CountLedger:
@@ -49,10 +44,15 @@ class CountLedger:
 
     # --- the writer (under the store's write lock) ---------------------------------------
 
-    def noting(self, conn: Any, body: str, sign: int) -> None:
-        """Note an FTS row of ``body`` (its space separated tokens) added (+1) or removed (-1)."""
+    def note(self, body: str, sign: int, structure: Callable[[], bytes]) -> None:
+        """
+        Note an FTS row of ``body`` (its space separated tokens) added (+1) or removed (-1).
+
+        ``structure`` reads FTS5's structure record, called before the transaction's first FTS
+        change: the last commit flushed its rows, so it is the record the transaction began on.
+        """
         if self._before is None:
-            self._before = structure(conn)  # FTS5 flushed the last commit's rows at its end
+            self._before = structure()
         for token in set(body.split()):
             self._delta[token] += sign
 
@@ -60,19 +60,16 @@ class CountLedger:
         """Mark the open transaction as changing FTS rows it did not note: it makes no step."""
         self._tainted = True
 
-    def committed(self, conn: Any, version: int) -> None:
+    def committed(self, after: bytes | None) -> None:
         """
         Record the step of the transaction just committed, then start the next one afresh.
 
-        ``version`` is PRAGMA data_version read inside the transaction: if another connection
-        committed since, the structure read now is not this commit's and no step is recorded.
+        ``after`` is the structure record read after the commit, None when another connection
+        may have committed in between (then it would not be this commit's record).
         """
         before, delta, tainted = self._before, self._delta, self._tainted
         self.discard()
-        if before is None or tainted:
-            return
-        after = structure(conn)
-        if conn.execute('PRAGMA data_version').fetchone()[0] != version or after == before:
+        if before is None or tainted or after is None or after == before:
             return
         with self._lock:
             self._steps[before] = (after, collections.Counter(

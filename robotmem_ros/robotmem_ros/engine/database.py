@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from robotmem_ros.engine import index_snapshot
+from robotmem_ros.engine import index_snapshot, vocab_store
 from robotmem_ros.engine.checkpointer import Checkpointer
 from robotmem_ros.engine.count_ledger import CountLedger
 from robotmem_ros.engine.text_index import TextIndex
@@ -212,8 +212,25 @@ class Database:
             if conn.in_transaction:
                 conn.execute('ROLLBACK')
             raise classify(exc, self.path) from exc
-        self.counts.committed(conn, version)
+        self._count_step(conn, version)
         self.checkpointer.committed()
+
+    def _count_step(self, conn: Any, version: int) -> None:
+        """
+        Give the count ledger the FTS structure record this commit left (engine/count_ledger).
+
+        It is this commit's unless another connection committed since, which PRAGMA
+        data_version (read before the COMMIT) tells. The write is done: a failed read only
+        costs readers a read of their counts.
+        """
+        if not self.counts.noted:
+            return
+        try:
+            after = vocab_store.structure(conn)
+            same = conn.execute('PRAGMA data_version').fetchone()[0] == version
+        except sqlite3.Error:
+            after, same = None, False
+        self.counts.committed(after if same else None)
 
     def _begin_within(self, conn: Any, wait_s: float,
                       on_wait: Callable[[str], None] | None) -> None:

@@ -11,6 +11,7 @@ FTS row, vector and tags are written in step with ``memories`` by the functions 
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any, Callable, Iterable, Sequence
 
@@ -217,7 +218,7 @@ def index_text(conn: Any, memory_id: int, content: str) -> None:
     body = textmod.fts_index_text(content)
     ledger = getattr(conn, 'count_ledger', None)
     if ledger is not None:
-        ledger.noting(conn, body, 1)
+        ledger.note(body, 1, functools.partial(vocab_store.structure, conn))
     conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)', (memory_id, body))
 
 
@@ -228,7 +229,7 @@ def unindex_text(conn: Any, memory_id: int) -> None:
         row = conn.execute('SELECT body FROM memories_fts WHERE rowid = ?',
                            (memory_id,)).fetchone()
         if row is not None:
-            ledger.noting(conn, row[0], -1)
+            ledger.note(row[0], -1, functools.partial(vocab_store.structure, conn))
     conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
 
 

@@ -13,7 +13,7 @@ import time
 from typing import Any, Iterable
 import weakref
 
-from robotmem_ros.engine import bm25, count_ledger
+from robotmem_ros.engine import bm25
 
 # Per connection: the FTS5 vocabulary of memories_fts, one row per term with its row count.
 _VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
@@ -23,18 +23,20 @@ _VOCAB = ('CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_fts_vocab '
 # query only choose terms by the counts, so a count read in the last COUNT_TTL_S seconds is
 # reused (per connection, at most COUNT_CACHE_TERMS terms): a stale count can change what a
 # query costs, never its result. BM25 scores by them, so it asks for exact counts: reused only
-# while the FTS index is as it was when they were read (below), so a score never depends
+# while the FTS index is as it was when they were read (_STRUCTURE), so a score never depends
 # on when the store last answered.
 COUNT_TTL_S = 30.0
 COUNT_CACHE_TERMS = 50_000
 # term -> (row count, time read, the FTS structure record then, None if not read exactly)
 _CACHES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, float, bytes | None]]] = \
     weakref.WeakKeyDictionary()
-# Exact counts are keyed on FTS5's structure record (count_ledger.structure), rewritten by every
-# transaction that changes the index and by nothing else: PRAGMA data_version changed with
-# every recall's hit counts, so each recall re-read its terms' counts (about 3 ms per common
-# term at 1M). Across this process's own commits they are brought forward by the writer's
-# ledger (engine/count_ledger.py) instead of read again.
+# FTS5's structure record (rowid 10 of its %_data table): the index's segments and a write
+# counter, rewritten by every transaction that changes the index and by nothing else. Keyed
+# on it, exact counts outlive commits that leave the text alone: PRAGMA data_version changed
+# with every recall's hit counts, so each recall re-read its terms' counts (about 3 ms per
+# common term at 1M). Across this process's own commits they are brought forward by the
+# writer's ledger (engine/count_ledger.py) instead of read again.
+_STRUCTURE = 'SELECT block FROM memories_fts_data WHERE id = 10'
 
 
 # FTS5's "averages" record (rowid 1 of its %_data table): varints of the row count and of each
@@ -53,7 +55,7 @@ def row_counts(conn: Any, terms: Iterable[str], *, exact: bool = False) -> dict[
     now = time.monotonic()
     # Only exact reads need the version (a statement less in every learn's Jaccard query);
     # entries read without one never count as exact.
-    version = count_ledger.structure(conn) if exact else None
+    version = structure(conn) if exact else None
     wanted = set(terms)
     counts = {}
     older: dict[bytes, list[str]] = {}  # exact counts read under another structure
@@ -84,6 +86,12 @@ def row_counts(conn: Any, terms: Iterable[str], *, exact: bool = False) -> dict[
             counts[term] = found.get(term, 0)
             cache[term] = (counts[term], now, version)
     return counts
+
+
+def structure(conn: Any) -> bytes:
+    """Return FTS5's structure record as of the connection's snapshot (b'' before any write)."""
+    row = conn.execute(_STRUCTURE).fetchone()
+    return bytes(row[0]) if row and row[0] is not None else b''
 
 
 def corpus_stats(conn: Any, terms: Iterable[str]) -> bm25.CorpusStats:
