@@ -46,6 +46,15 @@ class FakeClock:
         self.now += days * 86_400.0
 
 
+def dock_store(tmp_path: pathlib.Path, pallets: int = 12) -> MemoryEngine:
+    """Return an engine holding ``pallets`` dock facts and one wrench fact (term-count tests)."""
+    engine = make_engine(tmp_path)
+    for index in range(pallets):
+        engine.learn(f'pallet {index} waits at the dock for inspection {index * 7}')
+    engine.learn('the torque wrench lives in the second drawer')
+    return engine
+
+
 def count(engine: MemoryEngine, where: str = '1', *args: Any) -> int:
     """Count memories rows matching ``where`` (read through a fresh reader)."""
     return engine.db.reader().execute(f'SELECT COUNT(*) FROM memories WHERE {where}',

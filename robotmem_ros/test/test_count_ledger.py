@@ -8,7 +8,7 @@ fresh connection reads from fts5vocab.
 
 import random
 
-from engine_helpers import make_engine
+from engine_helpers import dock_store
 import pytest
 from robotmem_ros.engine import count_ledger, store, vocab_store
 from robotmem_ros.engine.database import connect, savepoint
@@ -38,10 +38,7 @@ def _vocab_reads(conn):
 
 @pytest.fixture
 def engine(tmp_path):
-    engine = make_engine(tmp_path)
-    for index in range(8):
-        engine.learn(f'pallet {index} waits at the dock for inspection {index * 7}')
-    engine.learn('the torque wrench lives in the second drawer')
+    engine = dock_store(tmp_path, pallets=8)
     yield engine
     engine.close()
 

@@ -1,19 +1,11 @@
 """Row counts of FTS terms (engine/vocab_store.py): exact when read, cached, and the budget."""
 
-from engine_helpers import make_engine
+from engine_helpers import dock_store
 from robotmem_ros.engine import vocab_store
 
 
-def _store(tmp_path):
-    engine = make_engine(tmp_path)
-    for index in range(12):
-        engine.learn(f'pallet {index} waits at the dock for inspection {index * 7}')
-    engine.learn('the torque wrench lives in the second drawer')
-    return engine
-
-
 def test_row_counts_are_the_rows_holding_each_term(tmp_path):
-    engine = _store(tmp_path)
+    engine = dock_store(tmp_path)
     conn = engine.db.reader()
     counts = vocab_store.row_counts(conn, iter(['dock', 'wrench', 'unknownterm']))
     matched = {term: conn.execute('SELECT COUNT(*) FROM memories_fts WHERE memories_fts '
@@ -25,7 +17,7 @@ def test_row_counts_are_the_rows_holding_each_term(tmp_path):
 
 
 def test_a_count_is_reused_until_it_is_older_than_its_ttl(tmp_path, monkeypatch):
-    engine = _store(tmp_path)
+    engine = dock_store(tmp_path)
     conn = engine.db.reader()
     assert vocab_store.row_counts(conn, ['wrench']) == {'wrench': 1}
     engine.learn('a second wrench hangs on the wall')
@@ -36,7 +28,7 @@ def test_a_count_is_reused_until_it_is_older_than_its_ttl(tmp_path, monkeypatch)
 
 
 def test_rarest_within_keeps_the_rarest_terms_up_to_the_budget(tmp_path):
-    engine = _store(tmp_path)
+    engine = dock_store(tmp_path)
     conn = engine.db.reader()
     terms = ['dock', 'wrench', 'drawer', 'pallet', 'nowhere']
     assert vocab_store.rarest(conn, terms, 3) == ['nowhere', 'drawer', 'wrench']
@@ -47,7 +39,7 @@ def test_rarest_within_keeps_the_rarest_terms_up_to_the_budget(tmp_path):
 
 
 def test_exact_counts_are_reused_until_a_commit_changes_the_text(tmp_path):
-    engine = _store(tmp_path)
+    engine = dock_store(tmp_path)
     conn = engine.db.reader()
     reads = []  # the reads of the count of 'wrench' (the recall below reads 'torque')
     conn.set_trace_callback(
@@ -76,7 +68,7 @@ def test_exact_counts_are_reused_until_a_commit_changes_the_text(tmp_path):
 
 
 def test_the_writers_exact_counts_follow_its_own_commits(tmp_path):
-    engine = _store(tmp_path)
+    engine = dock_store(tmp_path)
     with engine.db.write() as writer:
         assert vocab_store.row_counts(writer, ['wrench'], exact=True) == {'wrench': 1}
     engine.learn('a second wrench hangs on the wall')
