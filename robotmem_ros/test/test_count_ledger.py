@@ -127,3 +127,19 @@ def test_a_gap_in_the_steps_is_reported():
     ledger = count_ledger.CountLedger()
     assert ledger.changes(b'a', b'a', ['x']) == {'x': 0}
     assert ledger.changes(b'a', b'b', ['x']) is None
+
+
+def test_a_stored_body_that_is_not_text_never_fails_a_forget(engine):
+    """A damaged row (NULL or blob body) is removed; readers count its terms again."""
+    conn = engine.db.reader()
+    vocab_store.row_counts(conn, TERMS, exact=True)
+    with engine.db.write() as writer:
+        writer.execute('INSERT INTO memories_fts(rowid, body) VALUES (8000, NULL), '
+                       "(8001, CAST('wrench dock' AS BLOB))")
+        engine.db.counts.taint()
+    vocab_store.row_counts(conn, TERMS, exact=True)
+    with engine.db.write() as writer:
+        store.unindex_text(writer, 8000)
+        store.unindex_text(writer, 8001)
+        store.index_text(writer, 8002, 'the wrench on the shelf')
+    assert vocab_store.row_counts(conn, TERMS, exact=True) == _fresh_counts(engine)

@@ -228,8 +228,10 @@ def unindex_text(conn: Any, memory_id: int) -> None:
     if ledger is not None:
         row = conn.execute('SELECT body FROM memories_fts WHERE rowid = ?',
                            (memory_id,)).fetchone()
-        if row is not None:
+        if row is not None and isinstance(row[0], str):
             ledger.note(row[0], -1, functools.partial(vocab_store.structure, conn))
+        elif row is not None:  # a body no learn writes (NULL, a blob): counted again
+            ledger.taint()
     conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
 
 
