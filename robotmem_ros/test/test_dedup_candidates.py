@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from engine_helpers import make_engine, wait_for_text_index
+import numpy as np
 import pytest
 from robotmem_ros.engine import jaccard_store, store, text_index
 from robotmem_ros.engine import text as textmod
@@ -80,15 +81,20 @@ def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.skipif(not text_index.available(), reason='tantivy is not installed')
 @pytest.mark.parametrize('nested_max', [text_index.NESTED_MAX, 0])
+@pytest.mark.parametrize('weighted', [False, True])
 def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
                                                   monkeypatch: pytest.MonkeyPatch,
-                                                  nested_max: int) -> None:
+                                                  nested_max: int, weighted: bool) -> None:
     """
     Half the facts in the index, half learned since (the log): the same exact answers.
 
-    With common tokens counted level by level, as by default, or all in one union.
+    With common tokens counted level by level, as by default, or all in one union; with the
+    facts weighted by their length (pages of two, so that the search grows) or not.
     """
     monkeypatch.setattr(text_index, 'NESTED_MAX', nested_max)
+    if weighted:
+        monkeypatch.setattr(text_index, 'WEIGHTED_FROM', 0)
+        monkeypatch.setattr(text_index, 'WEIGHTED_FIRST', 2)
     nested: list[int] = []
     choose = text_index._nested
     monkeypatch.setattr(text_index, '_nested', lambda *args: nested.append(
@@ -112,6 +118,28 @@ def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
     _check_exhaustively(conn, facts, ids, now)
     assert (max(nested) > 0) == (nested_max > 0)  # the data holds common tokens
     engine.close()
+
+
+@pytest.mark.parametrize('threshold', [0.3, 0.5, 0.7, 0.9])
+def test_the_weighted_bar_lets_every_fact_that_reaches_the_threshold_pass(
+        threshold: float) -> None:
+    """Each overlap o of n query and b fact tokens with Jaccard >= t scores the bar or more."""
+    passed = 0
+    for n in range(1, 61):
+        bar = text_index._weighted_bar(n, threshold)
+        sizes = np.arange(1, 400, dtype=float)
+        weight = text_index._multiplier(sizes)
+        for overlap in range(1, n + 1):
+            reach = (overlap / (n + sizes - overlap) >= threshold) & (sizes >= overlap)
+            assert np.all((overlap * weight)[reach] >= bar), (n, overlap)
+            if n == text_index.WEIGHT_SHIFT:  # exact there: only those that reach t pass
+                short = (sizes < text_index.WEIGHT_SPAN - n) & (sizes >= overlap)
+                assert np.array_equal((overlap * weight >= bar)[short], reach[short])
+            passed += int(np.count_nonzero(reach))
+    assert passed > 500  # the loop checked pairs that reach t
+    # Stored weights give the multiplier tantivy applies: log2(2 + jw).
+    assert math.isclose(math.log2(2.0 + text_index._length_weight(9)),
+                        float(text_index._multiplier(np.array([9.0]))[0]))
 
 
 # 'all to SQL': the index leaves every filter to SQL, as one held by nearly every document.

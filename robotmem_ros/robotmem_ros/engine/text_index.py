@@ -51,7 +51,8 @@ from robotmem_ros.engine import text as textmod
 
 LOG = logging.getLogger('robotmem.engine')
 
-FORMAT = 3  # 2: type and ntok, for the Jaccard layer; 3: ctx, for filtered searches
+# 2: type and ntok, for the Jaccard layer; 3: ctx, for filtered searches; 4: jw (_length_weight)
+FORMAT = 4
 CATCH_UP_S = 1.0
 PRUNE_AFTER_S = 30.0
 WRITER_HEAP = 15_000_000  # tantivy's least heap for one indexing thread
@@ -66,6 +67,14 @@ OVERLAPPING_FIRST = 4_096
 OVERLAP = 2
 NESTED_MAX = 8  # a nested level costs each fact found a step: 0.6 ms a level for 40 000
 MAX_OVERLAPPING = 50_000
+# From this many facts named by the rare tokens at most (their postings over k), the query
+# weighs each fact by its length (WEIGHT_SPAN, WEIGHT_SHIFT) and asks for WEIGHTED_FIRST first:
+# weighing costs about 0.1 µs a named fact, handing over a hit about as much (docs/performance.md,
+# "Facts weighed by their length").
+WEIGHTED_FROM = 8_192
+WEIGHTED_FIRST = 128
+WEIGHT_SPAN = 256.0
+WEIGHT_SHIFT = 8
 # Context values longer than this get no term (tantivy drops a term over 65 530 bytes).
 MAX_CONTEXT_BYTES = 1_000
 # A filter term (collection, status, type, context value) held by this share of the documents
@@ -411,15 +420,20 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
     of its own (the NESTED_MAX most common): tantivy seeks a lone optional term along its skip
     list to each fact found, but walks a union of optional terms over every document in
     between (docs/performance.md, "The Jaccard layer's query").
+
+    Best first, the search is complete once its last hit scores below what a fact that
+    reaches the threshold scores. Unweighted that bar is m tokens, which thousands of long
+    facts pass at 1M; where the rare tokens name many facts, each score is weighted by the
+    fact's length instead (_length_weight), and only a few dozen pass (_weighted_bar).
     """
     import tantivy
     n = len(tokens)
-    least = jaccard_store.least_overlap(n, threshold)
     size, k = jaccard_store.overlap_terms(n, threshold, OVERLAP)
     schema, searcher = index.schema, index.searcher()
     counts = {term: searcher.doc_freq('body', term) for term in tokens}
     order = sorted(tokens, key=lambda term: (counts[term], term))
-    common = _nested(order, counts, size, k)
+    named = sum(counts[term] for term in order[:size]) / k  # at most, by the rare tokens
+    common = _nested(order, counts, size, named)
 
     def one(term: str) -> Any:
         query = tantivy.Query.term_query(schema, 'body', term, index_option='basic')
@@ -435,31 +449,71 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
     for term in common:
         query = tantivy.Query.boolean_query(
             [(tantivy.Occur.Must, query), (tantivy.Occur.Should, one(term))])
-    limit = OVERLAPPING_FIRST
-    while True:  # best first: all are found once the last one returned overlaps too little
-        result = searcher.search(query, limit, count=True)
+    weighted = named >= WEIGHTED_FROM
+    limit = WEIGHTED_FIRST if weighted else OVERLAPPING_FIRST
+    while True:
+        bar = (_weighted_bar(n, threshold) if weighted
+               else jaccard_store.least_overlap(n, threshold) - 0.5)
+        result = searcher.search(query, limit, count=True,
+                                 weight_by_field='jw' if weighted else None)
         hits = result.hits
-        if len(hits) < limit or result.count <= limit or hits[-1][0] < least - 0.5:
+        if len(hits) < limit or result.count <= limit or hits[-1][0] < bar:
             break
         if result.count > MAX_OVERLAPPING:
             return None
-        limit = result.count
+        # Unweighted, more than a page pass the bar: weighted, fewer do.
+        limit = min(result.count, 8 * limit) if weighted else WEIGHTED_FIRST
+        weighted = True
     shared = np.fromiter((score for score, _ in hits), dtype=float, count=len(hits))
-    # Best first, so the facts holding enough tokens lead; a list of thousands of numpy bools
+    # Best first, so the facts that pass the bar lead; a list of thousands of numpy bools
     # zipped with the hits took 0.7 ms of a learn at 1M.
-    held = int(np.count_nonzero(shared >= least - 0.5))
-    overlap = np.rint(shared[:held])
+    held = int(np.count_nonzero(shared >= bar))
     found = [address for _, address in hits[:held]]
     sizes = np.asarray(searcher.fast_field_values('ntok', found), dtype=float)
+    overlap = np.rint(shared[:held] / (_multiplier(sizes) if weighted else 1.0))
     scores = overlap / (n + sizes - overlap)
     reach = np.flatnonzero(scores >= threshold)
     return {int(memory_id): float(score) for memory_id, score in zip(
         searcher.fast_field_values('id', [found[i] for i in reach]), scores[reach])}
 
 
-def _nested(order: list[str], counts: dict[str, int], size: int, k: int) -> list[str]:
+def _length_weight(size: int) -> float:
+    """
+    Return the fast field ``jw`` of a fact with ``size`` Jaccard tokens.
+
+    tantivy multiplies a weighted search's score by log2(2 + jw) (``weight_by_field``): this
+    value makes that WEIGHT_SPAN / (size + WEIGHT_SHIFT), at least 1.
+    """
+    return max(2.0 ** (WEIGHT_SPAN / (size + WEIGHT_SHIFT)) - 2.0, 0.0)
+
+
+def _multiplier(sizes: np.ndarray) -> np.ndarray:
+    """Return what tantivy multiplied the scores of facts of ``sizes`` tokens by."""
+    weights = np.maximum(2.0 ** (WEIGHT_SPAN / (sizes + WEIGHT_SHIFT)) - 2.0, 0.0)
+    return np.log2(2.0 + weights)
+
+
+def _weighted_bar(n: int, threshold: float) -> float:
+    """
+    Return the least weighted score of a fact that reaches ``threshold`` with n tokens.
+
+    A fact of b tokens reaches it when its overlap o ≥ c·(n + b), c = t / (1 + t), and is
+    weighted by S / (b + β): its score is at least S·c·(n + b) / (b + β). Only b within
+    [t·n, n / t] can reach t, and over that window the bound is monotone: its least is at
+    one end. Exact for β = n; the further the two, the more facts below t pass too (the
+    caller computes each Jaccard). Facts longer than S − β are weighted by 1, more than the
+    bound, so they still pass it. A little under it for float rounding.
+    """
+    if threshold <= 0.0:
+        return 0.0
+    c = threshold / (1.0 + threshold)
+    ends = (threshold * n, n / threshold)
+    least = min(c * (n + b) / (b + WEIGHT_SHIFT) for b in ends)
+    return WEIGHT_SPAN * least * (1.0 - 1e-6)
+
+
+def _nested(order: list[str], counts: dict[str, int], size: int, named: float) -> list[str]:
     """Return the tokens past the ``size`` rare ones that _overlapping counts level by level."""
-    named = sum(counts[term] for term in order[:size]) / k  # at most, by the rare tokens
     common = [term for term in order[size:] if 2 * counts[term] > named]
     return common[max(len(common) - NESTED_MAX, 0):]  # the most common ones
 
@@ -548,9 +602,10 @@ def _term(value: Any) -> str | None:
 def _document(row: Any) -> Any:
     import tantivy
     values = json.loads(row[4]) if row[4] is not None else []
+    size = len(textmod.body_jaccard_tokens(row[5]))
     return tantivy.Document(id=row[0], collection=row[1], status=row[2], type=row[3],
                             ctx=context_terms(enumerate(values)), body=row[5],
-                            ntok=len(textmod.body_jaccard_tokens(row[5])))
+                            ntok=size, jw=_length_weight(size))
 
 
 def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
@@ -569,6 +624,7 @@ def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
         builder.add_text_field('type', tokenizer_name='raw', index_option='basic')
         builder.add_text_field('ctx', tokenizer_name='raw', index_option='basic')  # values
         builder.add_integer_field('ntok', fast=True)  # the body's Jaccard token count
+        builder.add_float_field('jw', fast=True)  # _length_weight(ntok)
         builder.add_text_field('body', tokenizer_name=_TOKENIZER, index_option='freq')
         index = tantivy.Index(builder.build(), path=str(directory))
     else:
