@@ -477,20 +477,19 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
         searcher.fast_field_values('id', [found[i] for i in reach]), scores[reach])}
 
 
-def _length_weight(size: int) -> float:
+def _length_weight(sizes: Any) -> Any:
     """
-    Return the fast field ``jw`` of a fact with ``size`` Jaccard tokens.
+    Return the fast field ``jw`` of facts of ``sizes`` Jaccard tokens (a number or an array).
 
     tantivy multiplies a weighted search's score by log2(2 + jw) (``weight_by_field``): this
     value makes that WEIGHT_SPAN / (size + WEIGHT_SHIFT), at least 1.
     """
-    return max(2.0 ** (WEIGHT_SPAN / (size + WEIGHT_SHIFT)) - 2.0, 0.0)
+    return np.maximum(2.0 ** (WEIGHT_SPAN / (sizes + WEIGHT_SHIFT)) - 2.0, 0.0)
 
 
 def _multiplier(sizes: np.ndarray) -> np.ndarray:
     """Return what tantivy multiplied the scores of facts of ``sizes`` tokens by."""
-    weights = np.maximum(2.0 ** (WEIGHT_SPAN / (sizes + WEIGHT_SHIFT)) - 2.0, 0.0)
-    return np.log2(2.0 + weights)
+    return np.log2(2.0 + _length_weight(sizes))
 
 
 def _weighted_bar(n: int, threshold: float) -> float:
@@ -605,7 +604,7 @@ def _document(row: Any) -> Any:
     size = len(textmod.body_jaccard_tokens(row[5]))
     return tantivy.Document(id=row[0], collection=row[1], status=row[2], type=row[3],
                             ctx=context_terms(enumerate(values)), body=row[5],
-                            ntok=size, jw=_length_weight(size))
+                            ntok=size, jw=float(_length_weight(size)))
 
 
 def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
