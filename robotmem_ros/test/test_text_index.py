@@ -233,6 +233,8 @@ def test_a_start_reuses_its_index_and_rebuilds_any_other(tmp_path: pathlib.Path)
     for spoil, rebuilt in ((lambda: None, False),
                            (lambda: _rewrite_state(db, token='another store'), True),
                            (lambda: _rewrite_state(db, seq=10**9), True),  # an older store copy
+                           # written by an older version (format 3 had no length weights)
+                           (lambda: _rewrite_state(db, format=text_index.FORMAT - 1), True),
                            (lambda: (text_index.path_for(db) / 'meta.json').write_text('x'), True),
                            (lambda: (text_index.path_for(db) / 'state.json').unlink(), True)):
         spoil()
