@@ -72,7 +72,7 @@ MAX_OVERLAPPING = 50_000
 # weighing costs about 0.1 µs a named fact, handing over a hit about as much (docs/performance.md,
 # "Facts weighed by their length").
 WEIGHTED_FROM = 8_192
-WEIGHTED_FIRST = 128
+WEIGHTED_FIRST = 512
 WEIGHT_SPAN = 256.0
 WEIGHT_SHIFT = 8
 # Context values longer than this get no term (tantivy drops a term over 65 530 bytes).
