@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from robotmem_ros.engine import schema, store
+from robotmem_ros.engine import count_ledger, schema, store
 from robotmem_ros.engine import text as textmod
 
 UNIQUE_INDEX = 'uq_memories_active_fact'
@@ -118,9 +118,7 @@ def reindex_text(conn: Any, memory_id: int) -> None:
 def rebuild_fts(conn: Any) -> None:
     """Recreate the FTS table from its own DDL and re-index every non-forgotten memory."""
     ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()[0]
-    ledger = getattr(conn, 'count_ledger', None)
-    if ledger is not None:  # a new index: readers read their counts again
-        ledger.taint()
+    count_ledger.taint(conn)  # a new index: readers read their counts again
     conn.execute('DROP TABLE memories_fts')
     conn.execute(ddl)
     rows = conn.execute("SELECT id, content FROM memories WHERE status != 'forgotten'")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 # Steps remembered: a reader whose counts are older than this many of this process's commits
 # reads them again.
@@ -108,3 +108,10 @@ class CountLedger:
                 for term in wanted.intersection(delta):
                     total[term] += delta[term]
         return total
+
+
+def taint(conn: Any) -> None:
+    """Taint the open transaction of ``conn``'s ledger, if it has one (a reader has none)."""
+    ledger = getattr(conn, 'count_ledger', None)
+    if ledger is not None:
+        ledger.taint()

@@ -27,9 +27,8 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from robotmem_ros.engine import index_snapshot, vocab_store
+from robotmem_ros.engine import count_ledger, index_snapshot, vocab_store
 from robotmem_ros.engine.checkpointer import Checkpointer
-from robotmem_ros.engine.count_ledger import CountLedger
 from robotmem_ros.engine.text_index import TextIndex
 from robotmem_ros.engine.vector_index import VectorIndex
 from robotmem_ros.errors import ConflictError, CorruptDatabaseError, StorageError
@@ -143,7 +142,7 @@ class Database:
                                    int8_max_vectors=int8_max_vectors,
                                    snapshot=index_snapshot.path_for(path))
         self._writer.vector_index = self.vectors
-        self.counts = CountLedger()
+        self.counts = count_ledger.CountLedger()
         self._writer.count_ledger = self.counts
         self.text = TextIndex(path, text_index_min_rows, self._open_reader, self.write,
                               snapshot)
@@ -386,9 +385,7 @@ def savepoint(conn: Any, name: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.IntegrityError as exc:
-        ledger = getattr(conn, 'count_ledger', None)
-        if ledger is not None:  # its noted FTS changes are undone: readers read counts again
-            ledger.taint()
+        count_ledger.taint(conn)  # its noted FTS changes are undone: readers read them again
         conn.execute(f'ROLLBACK TO {name}')
         conn.execute(f'RELEASE {name}')
         raise _conflict(exc) from exc

@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from robotmem_ros.engine import bm25, schema, text as textmod, vector_store, vocab_store
+from robotmem_ros.engine import bm25, count_ledger, schema, text as textmod, vector_store
+from robotmem_ros.engine import vocab_store
 from robotmem_ros.engine.schema import DECAY_REF
 from robotmem_ros.engine.vector_index import code_of, to_blob
 from robotmem_ros.types import MemoryRecord
@@ -722,9 +723,7 @@ def untouched_perceptions(conn: Any, before: float, limit: int) -> list[int]:
 def purge(conn: Any, ids: Sequence[int]) -> None:
     """Delete memories for good: row, FTS row, vector, tags and history."""
     rows = [(memory_id,) for memory_id in ids]
-    ledger = getattr(conn, 'count_ledger', None)
-    if ledger is not None:  # thousands of rows: readers read their counts again
-        ledger.taint()
+    count_ledger.taint(conn)  # thousands of rows: readers read their counts again
     for table, column in (('tags', 'memory_id'), ('history', 'memory_id'),
                           ('memory_vectors', 'memory_id'), ('memory_embeddings', 'memory_id'),
                           ('memories_fts', 'rowid'), ('memories', 'id')):
