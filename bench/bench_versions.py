@@ -10,6 +10,11 @@ recalls, recalls with ``datagen.context_filter``, learns of bench facts not yet 
 recalls that each follow a learn (embedding excluded: the real model's vectors are computed
 beforehand), and reports its RSS.
 
+Each call is timed twice: wall time, and the CPU time of the whole process (every thread, the
+background ones included). On this 2-core machine a call cannot take less wall time than half
+its CPU time, so the second says whether a latency target can be met by running work side by
+side or only by doing less of it (docs/performance.md, "What a call costs in CPU").
+
 Learns add rows: each round adds 2 × ``--calls`` facts per version (0.07 % of a 1M store over
 the default run), so later rounds see a store a little larger for both versions alike. A
 second run on the same store needs another ``--seed``: its facts would be stored already.
@@ -38,6 +43,7 @@ from common import (latency_summary, print_table, REPO_ROOT,  # noqa: I100,I101
 import datagen  # noqa: I201
 
 MEASURES = ('recall', 'recall_context_filter', 'learn', 'recall_after_learn')
+CPU = '_cpu'  # suffix of a measure's process CPU time per call
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -75,13 +81,14 @@ def worker(args: argparse.Namespace) -> None:
                                for f, q in zip(facts[args.calls:], queries)]}
     row: dict[str, Any] = {}
     for measure in MEASURES:
-        row[measure] = []
+        row[measure], row[measure + CPU] = [], []
         for setup, call in calls[measure]:
             if setup is not None:
                 setup()
-            began = time.perf_counter()
+            began, used = time.perf_counter(), time.process_time()
             call()
             row[measure].append((time.perf_counter() - began) * 1000.0)
+            row[measure + CPU].append((time.process_time() - used) * 1000.0)
     row['rss_mib'] = psutil.Process().memory_info().rss / 2**20
     engine.close()
     print(json.dumps(row), flush=True)
@@ -134,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for number, label in enumerate(order):
                 row = _run_worker(packages[label], args, args.seed + 1000 * round_,
                                   args.seed + 1000 * round_ + 500 + number)
-                for measure in MEASURES:
+                for measure in (*MEASURES, *(m + CPU for m in MEASURES)):
                     samples.setdefault(label, {}).setdefault(measure, []).extend(row[measure])
                 rss.setdefault(label, []).append(row['rss_mib'])
                 print(label, round_, {m: round(latency_summary(row[m])['p50_ms'], 2)
@@ -145,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ['code', *MEASURES, 'RSS MiB'],
                 [[label, *(f"{row[m]['p50_ms']:.2f} / {row[m]['p95_ms']:.2f}"
                            for m in MEASURES), f"{max(row['rss_mib']):.0f}"]
+                 for label, row in summary.items()])
+    print_table('CPU time of the process per call, p50 ms (all threads)', ['code', *MEASURES],
+                [[label, *(f"{row[m + CPU]['p50_ms']:.2f}" for m in MEASURES)]
                  for label, row in summary.items()])
     return write_run(args, **summary)
 

@@ -145,7 +145,7 @@ def test_text_index_bench_compares_with_fts5(tmp_path):
 
 
 def test_versions_bench_alternates_two_code_versions(tmp_path):
-    """bench/bench_versions.py: the committed code against this tree on one small store."""
+    """bench/bench_versions.py: the committed code against this tree, wall and CPU time."""
     from engine_helpers import make_engine
     if subprocess.run(['git', '-C', str(REPO), 'rev-parse', 'HEAD'],
                       capture_output=True).returncode != 0:
@@ -161,6 +161,9 @@ def test_versions_bench_alternates_two_code_versions(tmp_path):
         for call in ('recall', 'recall_context_filter', 'learn', 'recall_after_learn'):
             assert doc[code][call]['count'] == 8
             assert 0 < doc[code][call]['p50_ms'] <= doc[code][call]['p95_ms']
+            # The process's CPU time of the same calls (every thread).
+            assert doc[code][call + '_cpu']['count'] == 8
+            assert 0 < doc[code][call + '_cpu']['p50_ms'] <= doc[code][call + '_cpu']['p95_ms']
         assert len(doc[code]['rss_mib']) == 2 and min(doc[code]['rss_mib']) > 50
     engine = make_engine(tmp_path)
     stored = engine.db.reader().execute("SELECT COUNT(*) FROM memories WHERE type = 'fact'")
