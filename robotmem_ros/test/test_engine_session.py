@@ -105,6 +105,7 @@ def test_decay_candidates_are_the_memories_a_whole_day_idle(tmp_path):
     clock.advance_days(0.5)
     fresh = engine.learn('the mop is next to the sink').memory_id
     rule = engine.learn('never drive faster than 1 m/s in the aisle').memory_id
+    assert engine.recaller.ctx.access.flush()  # the recall's hit, in SQL (end_session does so)
     conn, now = engine.db.reader(), clock()
     plan = ' '.join(row[-1] for row in conn.execute(
         'EXPLAIN QUERY PLAN SELECT id FROM memories INDEXED BY idx_memories_decay '

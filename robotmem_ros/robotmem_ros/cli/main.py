@@ -354,11 +354,10 @@ def _history(engine: Any, args: argparse.Namespace) -> None:
 @_with_engine
 def _plot(engine: Any, args: argparse.Namespace) -> None:
     from robotmem_ros.cli import plots
-    from robotmem_ros.engine.maintenance import iter_memories
     if args.plot == 'episode':
         count = plots.episode_timeline(engine.episode(args.session_id), args.output)
     else:
-        count = plots.position_map(iter_memories(engine, args.collection), args.field,
+        count = plots.position_map(engine.iter_memories(args.collection), args.field,
                                    args.color_by, args.output,
                                    args.collection or 'all collections')
     _emit(args, {'output': args.output, 'points': count},

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.database import Database
 from robotmem_ros.engine.embedding_state import EmbeddingState
 from robotmem_ros.engine.side_threads import SideThreads
@@ -26,3 +27,4 @@ class EngineContext:
     clock: Callable[[], float]
     config: MemoryConfig
     side: SideThreads  # a search beside another within one call (engine/side_threads.py)
+    access: AccessCounts  # recall hit counts not yet written (engine/access_counts.py)

@@ -12,12 +12,13 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 import uuid
 
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import (consolidation, doctor, heap, maintenance, reindex, store,
                                  transfer)
+from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.context_filter import parse_filter
 from robotmem_ros.engine.database import Database
@@ -35,8 +36,8 @@ from robotmem_ros.engine.validation import (check_channels, check_finite, check_
                                             RECALL_CHANNELS)
 from robotmem_ros.errors import (ConfigError, ConflictError, EmbeddingError, NotFoundError,
                                  RobotMemError, ValidationError)
-from robotmem_ros.types import (EndSessionResult, EngineStatus, LearnResult, PerceptionInput,
-                                RecallResult, SessionInfo, UpdateResult)
+from robotmem_ros.types import (EndSessionResult, EngineStatus, LearnResult, MemoryRecord,
+                                PerceptionInput, RecallResult, SessionInfo, UpdateResult)
 
 LOG = logging.getLogger('robotmem.engine')
 PERCEPTION_CONFIDENCE = 0.9
@@ -79,7 +80,7 @@ class MemoryEngine:
             self.db.close()
             raise
         self._ctx = EngineContext(self.db, self.embedding, clock, config,
-                                  SideThreads(config.side_threads))
+                                  SideThreads(config.side_threads), AccessCounts(self.db))
         self.recaller = Recaller(self._ctx)
         self.learner = Learner(self._ctx)
         self._counter_lock = threading.Lock()
@@ -118,7 +119,7 @@ class MemoryEngine:
         """Write pending recall counts if the store is free, close every connection."""
         self._ctx.side.close()
         if not self.db.closed:
-            self.recaller.access.flush()
+            self._ctx.access.close()
         self.db.close()
 
     # --- learn -----------------------------------------------------------------------------
@@ -288,6 +289,7 @@ class MemoryEngine:
         cfg = self._config
         now = self.clock()
         vectors = self._session_vectors(session_id)
+        self._ctx.access.flush()  # consolidation, decay and retention read the hit counts
         with self.db.write() as conn:
             candidates = consolidation.eligible(conn, session_id, collection, cfg, vectors)
             clusters = consolidation.consolidate(conn, candidates, cfg, now)
@@ -408,6 +410,11 @@ class MemoryEngine:
         """Return a session and its memories in time order."""
         return maintenance.episode(self._ctx, session_id)
 
+    def iter_memories(self, collection: str = '') -> Iterator[MemoryRecord]:
+        """Yield the active memories (of one collection, or all) in id order, by chunks."""
+        return maintenance.iter_memories(self._ctx,
+                                         self._collection(collection) if collection else '')
+
     def history(self, memory_id: int) -> list[dict]:
         """Audit trail of a memory, oldest first."""
         return maintenance.history(self._ctx, memory_id)
@@ -428,6 +435,7 @@ class MemoryEngine:
 
     def export_jsonl(self, path: str, **options: Any) -> dict:
         """Write sessions and memories to a JSONL file (see transfer.export_jsonl)."""
+        self._ctx.access.flush()  # the file holds the hit counts
         return transfer.export_jsonl(self._ctx, path, **options)
 
     def import_jsonl(self, path: str, **options: Any) -> dict:

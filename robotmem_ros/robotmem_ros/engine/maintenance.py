@@ -119,7 +119,7 @@ def _episode(ctx: EngineContext, session_id: str) -> dict[str, Any]:
     memories = []
     for start in range(0, len(ids), FETCH_CHUNK):
         chunk = ids[start:start + FETCH_CHUNK]
-        records = store.fetch_records(conn, chunk)
+        records = ctx.access.records(conn, chunk)
         memories.extend(records[i].to_dict() for i in chunk)
     return {'session': session, 'memories': memories}
 
@@ -134,7 +134,7 @@ def iter_memories(ctx: EngineContext, collection: str = '', *,
             include_superseded=include_superseded))
         if not ids:
             return
-        records = _guard(ctx, lambda: store.fetch_records(ctx.db.reader(), ids))
+        records = _guard(ctx, lambda: ctx.access.records(ctx.db.reader(), ids))
         yield from (records[i] for i in ids)
         last_id = ids[-1]
 

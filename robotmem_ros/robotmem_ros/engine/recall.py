@@ -20,7 +20,6 @@ import numpy as np
 
 from robotmem_ros.engine import adjacency, bm25, feedback, store, vocab_store
 from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.context_filter import ContextFilter, FilterOptions, origin_in_scope
 from robotmem_ros.engine.decay import half_life_weight
@@ -47,7 +46,6 @@ class Recaller:
 
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
-        self.access = AccessCounts(ctx.db)
 
     def recall(self, query: str, n: int, min_conf: float, session_id: str,
                cfilter: ContextFilter, options: FilterOptions, spatial: SpatialSort | None,
@@ -55,7 +53,6 @@ class Recaller:
         """Search, filter, rank and touch; the facade has validated every argument."""
         start = time.perf_counter()
         now = self.ctx.clock()
-        self.access.flush()  # hits deferred by a busy store, so this answer counts them
         with self.ctx.db.errors():
             if query == '*':
                 records, mode = self._list(collection, n, min_conf, session_id, cfilter,
@@ -177,7 +174,7 @@ class Recaller:
         start, step = 0, max(2 * n, RECORD_STEP)
         while start < len(order):
             chunk = order[start:start + step]
-            records = store.fetch_records(conn, chunk)
+            records = self.ctx.access.records(conn, chunk)
             for record in (records[i] for i in chunk if i in records):
                 if passes(record):
                     half_life = (cfg.episodic_half_life_days if record.kind == 'episodic'
@@ -217,7 +214,7 @@ class Recaller:
             if not rows:
                 break
             ids = [row[0] for row in rows]
-            records = store.fetch_records(conn, ids)
+            records = self.ctx.access.records(conn, ids)
             kept.extend(r for r in (records[i] for i in ids)
                         if _passes(r, min_conf, cfilter, options, now)
                         and origin_in_scope(r.origin, cfg.recall_scope))
@@ -232,7 +229,7 @@ class Recaller:
         """Count the hits; never waits for the write lock and never fails the read."""
         if not records:
             return
-        self.access.record([r.id for r in records], now)
+        self.ctx.access.record([r.id for r in records], now)
         for record in records:
             record.access_count += 1
             record.last_accessed = now
