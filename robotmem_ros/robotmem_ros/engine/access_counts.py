@@ -33,8 +33,8 @@ from robotmem_ros.types import MemoryRecord
 
 LOG = logging.getLogger('robotmem.engine')
 MAX_PENDING = 10_000
-# The hits of this long go out in one transaction; a process that reads the store's file
-# (the CLI, a backup) sees a recall's hits this much later at most, when the store is free.
+# The hits gathered over this long are written together; a process that reads the store's
+# file (the CLI, a backup) sees a recall's hits about this much later, when the store is free.
 FLUSH_DELAY_S = 0.5
 # Memories a transaction writes: at 1M memories 100 rows not in the page cache hold the write
 # lock 10 ms, 1 000 rows 95 ms; between batches the thread pauses so a waiting learn goes first.
@@ -61,9 +61,9 @@ class AccessCounts:
 
     @property
     def pending(self) -> int:
-        """Return how many memories have hits not yet written."""
+        """Return how many memories have hits not yet committed (0: SQL holds every hit)."""
         with self._lock:
-            return len(self._pending)
+            return len(self._pending.keys() | self._writing.keys())
 
     def record(self, memory_ids: Iterable[int], now: float) -> None:
         """Count one hit for each id; the background thread writes them."""
