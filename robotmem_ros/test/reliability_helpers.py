@@ -12,6 +12,9 @@ from engine_helpers import make_engine
 from robotmem_ros.engine import MemoryEngine
 
 CALL_GUARD_S = 30.0  # hang guard for one call, never a speed assertion
+# Recall hits: an engine writes them from a thread of its own whenever earlier recalls' hits
+# are due (engine/access_counts.py), so a node can change them at any moment.
+HIT_COLUMNS = ('access_count', 'last_accessed')
 
 
 @contextlib.contextmanager
@@ -42,21 +45,34 @@ def duplicate_active_facts(engine: MemoryEngine) -> list[tuple]:
         "AND type = 'fact' GROUP BY collection, content_hash HAVING COUNT(*) > 1")]
 
 
-def fingerprint(engine: MemoryEngine) -> str:
-    """Hash of the schema and of every row, FTS and vector index included."""
+def fingerprint(engine: MemoryEngine, *, hits: bool = True) -> str:
+    """
+    Hash of the schema and of every row, FTS and vector index included.
+
+    ``engine``'s pending recall hits are written first, so its thread cannot change the hash
+    later. A node's engine, in its own process, writes its hits when they are due, which must
+    not look like a change made by the call under test: ``hits=False`` leaves HIT_COLUMNS out.
+    """
+    assert engine.recaller.ctx.access.flush(), 'pending recall hits could not be written'
     conn = engine.db.reader()
     digest = hashlib.sha256()
     queries = ['SELECT type, name, sql FROM sqlite_master ORDER BY name']
     for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                  "AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"):
         if not table.startswith('memories_fts_'):
-            queries.append(f'SELECT * FROM "{table}"')
+            queries.append(f'SELECT {columns(conn, table, hits)} FROM "{table}"')
     queries.append('SELECT rowid, body FROM memories_fts')
     for sql in queries:
         digest.update(sql.encode())
         for row in sorted(repr(tuple(r)) for r in conn.execute(sql)):
             digest.update(row.encode())
     return digest.hexdigest()
+
+
+def columns(conn: Any, table: str, hits: bool = True) -> str:
+    """Return ``table``'s columns for a SELECT; without HIT_COLUMNS where ``hits`` is False."""
+    return ', '.join(f'"{c[1]}"' for c in conn.execute(f'PRAGMA table_info("{table}")')
+                     if hits or table != 'memories' or c[1] not in HIT_COLUMNS)
 
 
 class Caller:
