@@ -13,9 +13,9 @@ What a caller sees does not change: every record the engine reads through :meth:
 has the pending hits added, so a recall counts and weighs the hits of the recall before it
 whether or not they are written yet. A batch is added from its own table until its commit, and
 that commit and a read with its addition exclude each other, so no hit is counted twice or
-missed. Another process sees the hits once
-written: within ``FLUSH_DELAY_S`` unless the store is busy. The pending table is bounded; past
-the bound the oldest entries are dropped, which only under-counts popularity.
+missed. Another process sees the hits once written, about ``FLUSH_DELAY_S`` later unless the
+store is busy. The pending table is bounded; past the bound the oldest entries are dropped,
+which only under-counts popularity.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import json
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +29,6 @@ from robotmem_ros.types import LearnResult, MemoryRecord
 
 
 RESERVED_CONTEXT_KEYS = ('category', 'confidence', 'kind', 'tags')
-# Records read with their unwritten recall hits (AccessCounts.records): what a caller is shown.
-Reader = Callable[[Any, Sequence[int]], dict[int, MemoryRecord]]
 
 
 @dataclass
@@ -82,7 +80,7 @@ class Learner:
             verdict = dedup.check(conn, fact.content, collection=fact.collection,
                                   session_id=fact.session_id, vector=fact.vector,
                                   config=ctx.config, now=now, beside=self._beside(conn))
-            similar = _similar_records(ctx.access.records, conn, verdict.similar)
+            similar = self._similar_records(conn, verdict.similar)
             if verdict.is_duplicate:
                 _reinforce(conn, verdict.existing_id, verdict.method, now)
                 return LearnResult(verdict.existing_id, 'duplicate', verdict.method,
@@ -147,8 +145,7 @@ class Learner:
         inferred = dict(fact.labels.inferred)
         if outcome is not None:
             inferred['decision'] = outcome.to_dict()
-            similar = _with_withheld(self.ctx.access.records, conn, similar, outcome.withheld,
-                                     peers)
+            similar = self._with_withheld(conn, similar, outcome.withheld, peers)
         if outcome is not None and outcome.decision == SKIP and outcome.actions == ():
             target = _first_active(conn, [outcome.repeats]) or 0
             if target:
@@ -221,21 +218,19 @@ class Learner:
                           details=outcome.to_dict())
         return True
 
+    def _similar_records(self, conn: Any, similar: dict[int, float]) -> list[MemoryRecord]:
+        """Read the records of ``similar``, best first, as a caller is shown them."""
+        records = self.ctx.access.records(conn, sorted(similar))
+        for record in records.values():
+            record.rrf_score = similar[record.id]
+        return sorted(records.values(), key=lambda r: (-r.rrf_score, r.id))
 
-def _similar_records(read: Reader, conn: Any, similar: dict[int, float]
-                     ) -> list[MemoryRecord]:
-    records = read(conn, sorted(similar))
-    for record in records.values():
-        record.rrf_score = similar[record.id]
-    return sorted(records.values(), key=lambda r: (-r.rrf_score, r.id))
-
-
-def _with_withheld(read: Reader, conn: Any, similar: list[MemoryRecord],
-                   withheld: tuple[int, ...], peers: list[Existing]) -> list[MemoryRecord]:
-    """Add the memories the guard kept from being rewritten: the caller decides about them."""
-    scores = {e.id: e.similarity for e in peers if e.id in withheld}
-    missing = {i: s for i, s in scores.items() if i not in {r.id for r in similar}}
-    return similar + _similar_records(read, conn, missing) if missing else similar
+    def _with_withheld(self, conn: Any, similar: list[MemoryRecord], withheld: tuple[int, ...],
+                       peers: list[Existing]) -> list[MemoryRecord]:
+        """Add the memories the guard kept from being rewritten: the caller decides."""
+        scores = {e.id: e.similarity for e in peers if e.id in withheld}
+        missing = {i: s for i, s in scores.items() if i not in {r.id for r in similar}}
+        return similar + self._similar_records(conn, missing) if missing else similar
 
 
 def _reinforce(conn: Any, memory_id: int, why: str, now: float) -> None:
