@@ -201,9 +201,10 @@ def rss_mb() -> float:
 
 def wait_until_ready(engine: Any) -> None:
     """
-    Wait for the approximate vector stage and, in a store large enough, the text index.
+    Wait for the approximate vector stage, the text index and the Jaccard postings.
 
-    Both are built or caught up in the background after an open; until then the sign-bit
+    The text index serves a store large enough for it, the Jaccard postings a store small
+    enough for them (engine/resident_text.py). They are built or caught up in the background after an open; until then the sign-bit
     scan and FTS5 answer, the costs of a start rather than of the steady state measured. The
     text index must hold every change, a previous process's learns included: until its worker
     has applied them (about a second), FTS5 ranks those memories apart.
@@ -211,13 +212,22 @@ def wait_until_ready(engine: Any) -> None:
     from robotmem_ros.engine import text_log_store, vocab_store
     conn = engine.db.reader()
     text_index = vocab_store.fts_totals(conn)[0] >= engine.config.text_index_min_rows
+    resident = getattr(engine.db, 'resident', None)  # absent in versions before it
+
+    def postings_ready() -> bool:
+        limit = getattr(engine.config, 'resident_text_max_rows', 0)
+        if resident is None or not 0 < vocab_store.fts_totals(conn)[0] <= limit:
+            return True  # none held at this size
+        # A Jaccard query starts their build where none is held.
+        return resident.overlapping(conn, frozenset({'warm'}), 1.0) is not None
+
     started = time.monotonic()
     while time.monotonic() - started < SETTLE_TIMEOUT_S:
         engine.db.vectors.refresh()
         held = engine.db.text.stats()
         text_ready = not text_index or (
             held['text_index_docs'] and held['text_index_seq'] >= text_log_store.last_change(conn))
-        if not engine.db.vectors.stats().get('ann_building') and text_ready:
+        if not engine.db.vectors.stats().get('ann_building') and text_ready and postings_ready():
             return
         engine.recall('warm up', n=1)  # a search starts the text index's worker
         time.sleep(0.5)

@@ -188,6 +188,12 @@ class MemoryConfig:
                                   "FTS5's ranking of every match; built in the background; 0 = "
                                   'never (engine/text_index.py).', lo=0, hi=1_000_000_000,
                                   read_only=True)
+    resident_text_max_rows: int = _e(20_000, 'FTS rows up to which the Jaccard token sets of '
+                                     'every FTS row are held in RAM, so that dedup finds its '
+                                     'candidates without an FTS5 query (about 1.5 KiB a row); '
+                                     'built in the background; 0 = never '
+                                     '(engine/resident_text.py).', lo=0, hi=1_000_000_000,
+                                     read_only=True)
     reader_cache_kib: int = _e(256, 'SQLite page cache of each connection but the writer, in KiB '
                                "(the threads' readers, the indexes', the checkpointer's; 0 = "
                                "SQLite's 2 000). The file's pages stay in the system's page "

@@ -87,6 +87,15 @@ def with_context(engine: MemoryEngine, vectors: np.ndarray | None, context: dict
     return ids
 
 
+def wait_for_postings(engine: Any, conn: Any, timeout: float = 60.0) -> None:
+    """Ask until the Jaccard postings answer for ``conn`` (the first ask starts their build)."""
+    deadline = time.monotonic() + timeout
+    while engine.db.resident.overlapping(conn, frozenset({'cup'}), 1.0) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f'no Jaccard postings: {engine.db.resident.stats()}')
+        time.sleep(0.02)
+
+
 def wait_for_text_index(engine: Any, conn: Any, timeout: float = 60.0) -> None:
     """Ask once (which starts the index's worker), then wait until it holds every change."""
     engine.db.text.candidates(conn, '"cup"', 'a', 1, active_only=True)

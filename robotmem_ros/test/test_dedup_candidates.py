@@ -12,7 +12,7 @@ import pathlib
 import time
 from typing import Any
 
-from engine_helpers import make_engine, wait_for_text_index
+from engine_helpers import make_engine, wait_for_postings, wait_for_text_index
 import numpy as np
 import pytest
 from robotmem_ros.engine import jaccard_store, store, text_index
@@ -70,12 +70,20 @@ def _check_exhaustively(conn: Any, facts: list[str], ids: list[int], now: float)
     assert near_pairs >= 20  # the data really holds rewordings above the threshold
 
 
-def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize('postings', [False, True])
+def test_candidates_match_the_exhaustive_check(tmp_path: pathlib.Path, postings: bool) -> None:
+    """FTS5's rare-token query, or the postings held in the process (engine/resident_text)."""
     facts = _facts()
     assert len(facts) > 300
-    engine = make_engine(tmp_path)
-    ids = _insert(engine, facts, time.time())
-    _check_exhaustively(engine.db.reader(), facts, ids, time.time())
+    engine = make_engine(tmp_path, resident_text_max_rows=10_000 if postings else 0)
+    conn = engine.db.reader()
+    ids = _insert(engine, facts[:len(facts) // 2], time.time())
+    if postings:
+        wait_for_postings(engine, conn)
+    ids += _insert(engine, facts[len(facts) // 2:], time.time())  # brought forward by steps
+    _check_exhaustively(conn, facts, ids, time.time())
+    assert engine.db.resident.stats()['resident_text_rows'] == (len(facts) if postings else 0)
+    assert engine.db.resident.builds == int(postings)
     engine.close()
 
 
@@ -100,7 +108,7 @@ def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
     monkeypatch.setattr(text_index, '_nested', lambda *args: nested.append(
         len(choose(*args))) or choose(*args))
     facts = _facts()
-    engine = make_engine(tmp_path, text_index_min_rows=100)
+    engine = make_engine(tmp_path, text_index_min_rows=100, resident_text_max_rows=0)
     now = time.time()
     ids = _insert(engine, facts[:len(facts) // 2], now)
     conn = engine.db.reader()
@@ -143,14 +151,15 @@ def test_the_weighted_bar_lets_every_fact_that_reaches_the_threshold_pass(
 
 
 # 'all to SQL': the index leaves every filter to SQL, as one held by nearly every document.
-@pytest.mark.parametrize('indexed', [False, *(pytest.param(mode, marks=pytest.mark.skipif(
-    not text_index.available(), reason='tantivy is not installed'))
+@pytest.mark.parametrize('indexed', [False, 'postings', *(pytest.param(
+    mode, marks=pytest.mark.skipif(not text_index.available(), reason='tantivy is not installed'))
     for mode in ('indexed', 'all to SQL'))])
 def test_candidates_keep_to_active_facts_of_the_collection_and_session(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, indexed: bool | str) -> None:
     if indexed == 'all to SQL':
         monkeypatch.setattr(text_index, 'NEARLY_ALL', 0.0)
-    engine = make_engine(tmp_path, **({'text_index_min_rows': 1} if indexed else {}))
+    engine = make_engine(tmp_path, resident_text_max_rows=100 if indexed == 'postings' else 0,
+                         text_index_min_rows=1 if indexed in ('indexed', 'all to SQL') else 0)
     now = time.time()
     text = 'the red cup on shelf two needs a grip force of 12.5 N'
     with engine.db.write() as conn:
@@ -170,7 +179,10 @@ def test_candidates_keep_to_active_facts_of_the_collection_and_session(
         conn.execute('UPDATE memories SET valid_until = ? WHERE id = ?', (now - 1.0, expired))
     conn = engine.db.reader()
     tokens = textmod.jaccard_tokens(text)
-    if indexed:
+    if indexed == 'postings':  # every row, of any collection, type or status: SQL filters
+        wait_for_postings(engine, conn)
+        assert len(engine.db.resident.overlapping(conn, tokens, 0.7)) == 6
+    elif indexed:
         wait_for_text_index(engine, conn)
         assert engine.db.text.overlapping(conn, tokens, 'a', 0.0) is not None
     assert [i for i, _ in jaccard_store.candidates(conn, tokens, 'a', 5, 0.7, now=now)] == [

@@ -15,6 +15,10 @@ a commit of another process, a transaction whose FTS changes were not all noted 
 bulk purges, a rebuild, a savepoint rolled back), or a step forgotten (STEPS_KEPT). So a count
 is always the one ``fts5vocab`` would give as of the reader's snapshot.
 
+Each step also keeps the rows themselves (id, body, sign), up to ROWS_KEPT a step: the
+Jaccard postings held in the process for a small store (engine/resident_text.py) follow this
+process's commits by them, and are read again at any gap, as the counts are.
+
 A body's tokens are its space separated words: FTS rows hold the engine's tokens joined by
 spaces (text.fts_index_text), the same equality the Jaccard filter and the scores of memories
 changed since the text index's state rest on.
@@ -24,11 +28,25 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 # Steps remembered: a reader whose counts are older than this many of this process's commits
 # reads them again.
 STEPS_KEPT = 256
+# Rows kept of one step: a larger transaction (a batch, a purge) leaves its step without rows,
+# so the postings held in the process are read again after it (at most 256 × 1 024 bodies kept).
+ROWS_KEPT = 1_024
+
+# (memory id, FTS body, +1 added or -1 removed), in the order the transaction made them.
+RowChange = tuple[int, str, int]
+
+
+class _Step(NamedTuple):
+    """One commit of this process: the structure it left, its count changes and its rows."""
+
+    after: bytes
+    delta: collections.Counter[str]
+    rows: tuple[RowChange, ...] | None
 
 
 class CountLedger:
@@ -36,17 +54,18 @@ class CountLedger:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._steps: collections.OrderedDict[bytes, tuple[bytes, collections.Counter[str]]] = (
-            collections.OrderedDict())
+        self._steps: collections.OrderedDict[bytes, _Step] = collections.OrderedDict()
         self._before: bytes | None = None  # the structure at the transaction's first FTS change
         self._delta: collections.Counter[str] = collections.Counter()
+        self._rows: list[RowChange] = []
         self._tainted = False
 
     # --- the writer (under the store's write lock) ---------------------------------------
 
-    def note(self, body: str, sign: int, structure: Callable[[], bytes]) -> None:
+    def note(self, memory_id: int, body: str, sign: int,
+             structure: Callable[[], bytes]) -> None:
         """
-        Note an FTS row of ``body`` (its space separated tokens) added (+1) or removed (-1).
+        Note the FTS row of ``memory_id`` added (+1) or removed (-1), its ``body`` as stored.
 
         ``structure`` reads FTS5's structure record, called before the transaction's first FTS
         change: the last commit flushed its rows, so it is the record the transaction began on.
@@ -55,6 +74,8 @@ class CountLedger:
             self._before = structure()
         for token in set(body.split()):
             self._delta[token] += sign
+        if len(self._rows) <= ROWS_KEPT:  # one past it: the step keeps none
+            self._rows.append((memory_id, body, sign))
 
     def taint(self) -> None:
         """Mark the open transaction as changing FTS rows it did not note: it makes no step."""
@@ -67,19 +88,21 @@ class CountLedger:
         ``after`` is the structure record read after the commit, None when another connection
         may have committed in between (then it would not be this commit's record).
         """
-        before, delta, tainted = self._before, self._delta, self._tainted
+        before, delta, rows, tainted = self._before, self._delta, self._rows, self._tainted
         self.discard()
         if before is None or tainted or after is None or after == before:
             return
         with self._lock:
-            self._steps[before] = (after, collections.Counter(
-                {token: change for token, change in delta.items() if change}))
+            self._steps[before] = _Step(after, collections.Counter(
+                {token: change for token, change in delta.items() if change}),
+                tuple(rows) if len(rows) <= ROWS_KEPT else None)
             while len(self._steps) > STEPS_KEPT:
                 self._steps.popitem(last=False)
 
     def discard(self) -> None:
         """Forget the open transaction's notes (after a rollback, or once recorded)."""
-        self._before, self._delta, self._tainted = None, collections.Counter(), False
+        self._before, self._delta, self._rows, self._tainted = (
+            None, collections.Counter(), [], False)
 
     @property
     def noted(self) -> bool:
@@ -104,10 +127,28 @@ class CountLedger:
                 seen += 1
                 if step is None or seen > STEPS_KEPT:
                     return None
-                at, delta = step
-                for term in wanted.intersection(delta):
-                    total[term] += delta[term]
+                at = step.after
+                for term in wanted.intersection(step.delta):
+                    total[term] += step.delta[term]
         return total
+
+    def rows(self, since: bytes, until: bytes) -> list[RowChange] | None:
+        """
+        Return the FTS rows changed from structure ``since`` to ``until``, in order.
+
+        None when a step between them is unknown or kept no rows (the reader reads again).
+        """
+        changes: list[RowChange] = []
+        at, seen = since, 0
+        with self._lock:
+            while at != until:
+                step = self._steps.get(at)
+                seen += 1
+                if step is None or step.rows is None or seen > STEPS_KEPT:
+                    return None
+                changes.extend(step.rows)
+                at = step.after
+        return changes
 
 
 def taint(conn: Any) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 from robotmem_ros.engine import count_ledger, index_snapshot, vocab_store
 from robotmem_ros.engine.checkpointer import Checkpointer
+from robotmem_ros.engine.resident_text import ResidentText
 from robotmem_ros.engine.text_index import TextIndex
 from robotmem_ros.engine.vector_index import VectorIndex
 from robotmem_ros.errors import ConflictError, CorruptDatabaseError, StorageError
@@ -116,7 +117,8 @@ class Database:
 
     def __init__(self, path: pathlib.Path, *, ann_min_vectors: int = 0,
                  ann_nprobe: int = 32, int8_max_vectors: int = 0,
-                 text_index_min_rows: int = 0, reader_cache_kib: int = 0) -> None:
+                 text_index_min_rows: int = 0, resident_text_max_rows: int = 0,
+                 reader_cache_kib: int = 0) -> None:
         self.path = path
         self._open_reader = functools.partial(connect, str(path), cache_kib=reader_cache_kib)
         prepare_path(path)
@@ -147,6 +149,9 @@ class Database:
         self.text = TextIndex(path, text_index_min_rows, self._open_reader, self.write,
                               snapshot)
         self._writer.text_index = self.text
+        self.resident = ResidentText(resident_text_max_rows, self._open_reader, self.counts,
+                                     snapshot)
+        self._writer.resident_text = self.resident
 
     def _probe_vec(self) -> bool:
         try:
@@ -333,6 +338,7 @@ class Database:
             conn.vector_index = self.vectors
             conn.text_index = self.text
             conn.count_ledger = self.counts
+            conn.resident_text = self.resident
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -350,6 +356,7 @@ class Database:
     def close(self) -> None:
         """Checkpoint and close every connection; idempotent."""
         self.text.close()  # first: its worker may be waiting for the write lock
+        self.resident.close()
         with self._write_lock:
             if self._closed:
                 return

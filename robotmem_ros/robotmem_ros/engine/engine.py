@@ -64,6 +64,7 @@ class MemoryEngine:
                            ann_nprobe=config.ann_nprobe,
                            int8_max_vectors=config.int8_max_vectors,
                            text_index_min_rows=config.text_index_min_rows,
+                           resident_text_max_rows=config.resident_text_max_rows,
                            reader_cache_kib=config.reader_cache_kib)
         self.embedding = EmbeddingState(embedder, config.min_readability, embed_error)
         try:

@@ -66,9 +66,10 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
     Return the ``limit`` active facts nearest ``tokens`` with Jaccard >= ``threshold``.
 
     (id, jaccard), best first, ties to the lower id; exact: the filter drops no such fact. In
-    a store with a text index (engine/text_index.py) the index names the facts that can reach
-    the threshold, except within a session; FTS5's rare-token filter otherwise. Both find
-    facts below the threshold as well, different ones: those are left out.
+    a small store the postings held in the process (engine/resident_text.py), in a store with
+    a text index (engine/text_index.py) the index, name the facts that can reach the
+    threshold, except within a session; FTS5's rare-token filter otherwise. The index and
+    FTS5 find facts below the threshold as well, different ones: those are left out.
     """
     if not tokens:
         return []
@@ -76,14 +77,13 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
     if session_id:
         where.append('m.session_id = :s')
     params = {'c': collection, 'now': now, 's': session_id}
-    index = getattr(conn, 'text_index', None)
-    named = (index.overlapping(conn, tokens, collection, threshold)
-             if index is not None and not session_id else None)
+    named = None if session_id else _named(conn, tokens, collection, threshold)
     if named is None:
         rows, scores = _matched(conn, tokens, threshold, where, params), {}
     else:
-        # The index scored the facts it holds; SQL's filters (validity) are run on the best
-        # of them only. The memories changed since its state are read and scored here.
+        # The postings or the index scored the facts they hold; SQL's filters (validity) are
+        # run on the best of them only. The memories changed since the index's state are read
+        # and scored here (the postings are current: none).
         scores, changed = named
         rows = _passing(conn, changed, where, params, bodies=True)
     passed = {memory_id for memory_id, _ in rows}
@@ -106,6 +106,22 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
             for memory_id, content in conn.execute(
                 f'SELECT id, content FROM memories WHERE id IN ({marks})', best)]
     return sorted(kept, key=lambda hit: (-hit[1], hit[0]))
+
+
+def _named(conn: Any, tokens: frozenset[str], collection: str, threshold: float
+           ) -> tuple[dict[int, float], list[int]] | None:
+    """
+    {id: Jaccard} of the facts that can reach ``threshold``, the memories changed since; None.
+
+    The postings held in the process answer for a small store (engine/resident_text.py), the
+    text index for a large one; None while neither can, and FTS5's query answers.
+    """
+    resident = getattr(conn, 'resident_text', None)
+    scores = resident.overlapping(conn, tokens, threshold) if resident is not None else None
+    if scores is not None:
+        return scores, []
+    index = getattr(conn, 'text_index', None)
+    return index.overlapping(conn, tokens, collection, threshold) if index is not None else None
 
 
 def _passing(conn: Any, ids: list[int], where: list[str], params: dict[str, Any], *,

@@ -63,6 +63,7 @@ def _stats(ctx: EngineContext, status: EngineStatus) -> dict[str, Any]:
         'confidence_histogram': _histogram(conn),
         'growth_per_day': _growth(conn, ctx.clock()),
         'text_index': ctx.db.text.stats(),
+        'resident_text': ctx.db.resident.stats(),
     }
 
 

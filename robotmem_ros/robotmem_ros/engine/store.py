@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -219,7 +219,7 @@ def index_text(conn: Any, memory_id: int, content: str) -> None:
     body = textmod.fts_index_text(content)
     ledger = getattr(conn, 'count_ledger', None)
     if ledger is not None:
-        ledger.note(body, 1, functools.partial(vocab_store.structure, conn))
+        ledger.note(memory_id, body, 1, functools.partial(vocab_store.structure, conn))
     conn.execute('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)', (memory_id, body))
 
 
@@ -230,10 +230,16 @@ def unindex_text(conn: Any, memory_id: int) -> None:
         row = conn.execute('SELECT body FROM memories_fts WHERE rowid = ?',
                            (memory_id,)).fetchone()
         if row is not None and isinstance(row[0], str):
-            ledger.note(row[0], -1, functools.partial(vocab_store.structure, conn))
+            ledger.note(memory_id, row[0], -1,
+                        functools.partial(vocab_store.structure, conn))
         elif row is not None:  # a body no learn writes (NULL, a blob): counted again
             ledger.taint()
     conn.execute('DELETE FROM memories_fts WHERE rowid = ?', (memory_id,))
+
+
+def every_fts_body(conn: Any) -> Iterator[tuple[int, Any]]:
+    """Yield (memory id, FTS body) of every FTS row, in rowid order."""
+    yield from conn.execute('SELECT rowid, body FROM memories_fts ORDER BY rowid')
 
 
 def add_tags(conn: Any, memory_id: int, tags: Iterable[str]) -> None:
