@@ -9,10 +9,13 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
+import pytest
 
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.embedding import load_embedder
 from robotmem_ros.engine import MemoryEngine, store
+from robotmem_ros.engine.database import connect, savepoint
+from robotmem_ros.errors import ConflictError, StorageError
 from robotmem_ros.types import PerceptionInput
 
 
@@ -85,6 +88,43 @@ def with_context(engine: MemoryEngine, vectors: np.ndarray | None, context: dict
             if vectors is not None:
                 store.put_vector(conn, memory_id, vectors[number])
     return ids
+
+
+def fts_row_of_another_writer(engine: MemoryEngine, memory_id: int, body: str) -> None:
+    """Add an FTS row through a connection of its own, as another process (the CLI) would."""
+    other = connect(str(engine.db.path))
+    try:
+        store.index_text(other, memory_id, body)
+        other.commit()
+    finally:
+        other.close()
+
+
+def fts_write_rolled_back(engine: MemoryEngine) -> None:
+    """Fail a write that added an FTS row (noted in the count ledger): it is undone whole."""
+    with pytest.raises(StorageError):
+        with engine.db.write() as writer:
+            store.index_text(writer, 6_000, 'the wrench in the drawer')
+            writer.execute('INSERT INTO no_such_table VALUES (1)')
+
+
+def fts_rows_purged(engine: MemoryEngine, ids: Sequence[int]) -> None:
+    """Purge as retention does beside a noted FTS row: rows deleted in bulk, not noted (taint)."""
+    with engine.db.write() as writer:
+        store.index_text(writer, 6_001, 'the wrench on the dock')
+        store.purge(writer, ids)
+
+
+def fts_savepoint_rolled_back(engine: MemoryEngine) -> None:
+    """Roll back a savepoint that noted FTS rows, in a write that commits: a tainted step."""
+    with engine.db.write() as writer:
+        writer.execute('CREATE TEMP TABLE once (value UNIQUE)')
+        writer.execute('INSERT INTO once VALUES (1)')
+        store.index_text(writer, 7_000, 'the red wrench')
+        with pytest.raises(ConflictError):
+            with savepoint(writer, 'clash'):
+                store.index_text(writer, 7_001, 'the red cup on the shelf')
+                writer.execute('INSERT INTO once VALUES (1)')
 
 
 def wait_for_postings(engine: Any, conn: Any, timeout: float = 60.0) -> None:

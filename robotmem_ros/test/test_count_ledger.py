@@ -8,11 +8,11 @@ fresh connection reads from fts5vocab.
 
 import random
 
-from engine_helpers import dock_store
+from engine_helpers import (dock_store, fts_row_of_another_writer, fts_rows_purged,
+                            fts_savepoint_rolled_back, fts_write_rolled_back)
 import pytest
 from robotmem_ros.engine import count_ledger, store, vocab_store
-from robotmem_ros.engine.database import connect, savepoint
-from robotmem_ros.errors import ConflictError, StorageError
+from robotmem_ros.engine.database import connect
 
 TERMS = ['wrench', 'drawer', 'pallet', 'dock', 'cup', 'red', 'shelf', 'left', 'nowhere']
 WORDS = ['wrench', 'drawer', 'pallet', 'dock', 'cup', 'red', 'shelf', 'left', 'blue', 'box',
@@ -61,12 +61,7 @@ def test_learns_updates_and_forgets_are_brought_forward_without_a_read(engine):
 def test_a_commit_of_another_connection_makes_the_reader_read_again(engine):
     conn = engine.db.reader()
     vocab_store.row_counts(conn, TERMS, exact=True)
-    other = connect(str(engine.db.path))  # another process's writer, as the CLI is
-    try:
-        store.index_text(other, 5_000, 'the wrench on the red shelf')
-        other.commit()
-    finally:
-        other.close()
+    fts_row_of_another_writer(engine, 5_000, 'the wrench on the red shelf')
     engine.learn('a cup of bolts sits by the dock')  # then a step of this process's writer
     reads = _vocab_reads(conn)
     assert vocab_store.row_counts(conn, TERMS, exact=True) == _fresh_counts(engine)
@@ -77,29 +72,16 @@ def test_a_commit_of_another_connection_makes_the_reader_read_again(engine):
 def test_a_rolled_back_write_and_a_tainted_one_leave_no_wrong_count(engine):
     conn = engine.db.reader()
     vocab_store.row_counts(conn, TERMS, exact=True)
-    with pytest.raises(StorageError):
-        with engine.db.write() as writer:
-            store.index_text(writer, 6_000, 'the wrench in the drawer')
-            writer.execute('INSERT INTO no_such_table VALUES (1)')
+    fts_write_rolled_back(engine)
     assert vocab_store.row_counts(conn, TERMS, exact=True) == _fresh_counts(engine)
-    ids = [row[0] for row in conn.execute('SELECT id FROM memories LIMIT 3')]
-    with engine.db.write() as writer:  # retention's purge: FTS rows deleted in bulk, not noted
-        store.index_text(writer, 6_001, 'the wrench on the dock')
-        store.purge(writer, ids)
+    fts_rows_purged(engine, [row[0] for row in conn.execute('SELECT id FROM memories LIMIT 3')])
     assert vocab_store.row_counts(conn, TERMS, exact=True) == _fresh_counts(engine)
 
 
 def test_a_savepoint_rolled_back_taints_its_transaction(engine):
     conn = engine.db.reader()
     vocab_store.row_counts(conn, TERMS, exact=True)
-    with engine.db.write() as writer:
-        writer.execute('CREATE TEMP TABLE once (value UNIQUE)')
-        writer.execute('INSERT INTO once VALUES (1)')
-        store.index_text(writer, 7_000, 'the red wrench')
-        with pytest.raises(ConflictError):
-            with savepoint(writer, 'clash'):
-                store.index_text(writer, 7_001, 'the red cup on the shelf')
-                writer.execute('INSERT INTO once VALUES (1)')
+    fts_savepoint_rolled_back(engine)
     assert vocab_store.row_counts(conn, TERMS, exact=True) == _fresh_counts(engine)
 
 

@@ -11,12 +11,13 @@ again, never a wrong one.
 import random
 import threading
 
-from engine_helpers import dock_store, make_engine, wait_for_postings
+from engine_helpers import (dock_store, fts_row_of_another_writer, fts_rows_purged,
+                            fts_savepoint_rolled_back, fts_write_rolled_back, make_engine,
+                            wait_for_postings)
 import pytest
 from robotmem_ros.engine import count_ledger, jaccard_store, store
 from robotmem_ros.engine import text as textmod
-from robotmem_ros.engine.database import connect, savepoint
-from robotmem_ros.errors import ConflictError, StorageError
+from robotmem_ros.engine.database import connect
 
 WORDS = ['wrench', 'drawer', 'pallet', 'dock', 'cup', 'red', 'shelf', 'left', 'blue', 'box',
          'the', 'on', 'in', 'gripper', 'force', 'table', 'door', 'locked', 'open']
@@ -70,12 +71,7 @@ def test_learns_updates_and_forgets_are_brought_forward_without_a_build(engine):
 
 def test_a_commit_of_another_connection_means_a_new_build(engine):
     conn = engine.db.reader()
-    other = connect(str(engine.db.path))  # another process's writer, as the CLI is
-    try:
-        store.index_text(other, 5_000, 'the red cup on the left shelf')
-        other.commit()
-    finally:
-        other.close()
+    fts_row_of_another_writer(engine, 5_000, 'the red cup on the left shelf')
     tokens = textmod.jaccard_tokens(PROBES[2])
     assert engine.db.resident.overlapping(conn, tokens, 0.5) is None  # a gap: FTS5 answers
     wait_for_postings(engine, conn)
@@ -87,27 +83,15 @@ def test_a_commit_of_another_connection_means_a_new_build(engine):
 
 def test_rolled_back_purged_and_tainted_writes_leave_no_wrong_answer(engine):
     conn = engine.db.reader()
-    with pytest.raises(StorageError):
-        with engine.db.write() as writer:
-            store.index_text(writer, 6_000, 'the wrench in the drawer')
-            writer.execute('INSERT INTO no_such_table VALUES (1)')
+    fts_write_rolled_back(engine)
     _assert_exact(engine, conn)  # nothing changed: still held
     assert engine.db.resident.builds == 1
-    ids = [row[0] for row in conn.execute('SELECT id FROM memories LIMIT 3')]
-    with engine.db.write() as writer:  # retention's purge: FTS rows deleted in bulk, not noted
-        store.index_text(writer, 6_001, 'the wrench on the dock')
-        store.purge(writer, ids)
+    fts_rows_purged(engine, [row[0] for row in conn.execute('SELECT id FROM memories LIMIT 3')])
     assert engine.db.resident.overlapping(conn, frozenset({'wrench'}), 0.1) is None
     wait_for_postings(engine, conn)
     _assert_exact(engine, conn)
-    with engine.db.write() as writer:
-        writer.execute('CREATE TEMP TABLE once (value UNIQUE)')
-        writer.execute('INSERT INTO once VALUES (1)')
-        store.index_text(writer, 7_000, 'the red wrench')
-        with pytest.raises(ConflictError):
-            with savepoint(writer, 'clash'):
-                store.index_text(writer, 7_001, 'the red cup on the shelf')
-                writer.execute('INSERT INTO once VALUES (1)')
+    fts_savepoint_rolled_back(engine)
+    assert engine.db.resident.overlapping(conn, frozenset({'wrench'}), 0.1) is None
     wait_for_postings(engine, conn)
     _assert_exact(engine, conn)
     assert engine.db.resident.builds == 3
@@ -163,10 +147,7 @@ def test_random_changes_keep_every_answer_exact(engine):
         elif action < 0.95:
             engine.forget(learned.pop(rng.randrange(len(learned))), reason='test')
         else:  # another process's write
-            other = connect(str(engine.db.path))
-            store.index_text(other, 9_000 + step, ' '.join(rng.sample(WORDS, 4)))
-            other.commit()
-            other.close()
+            fts_row_of_another_writer(engine, 9_000 + step, ' '.join(rng.sample(WORDS, 4)))
         tokens = textmod.jaccard_tokens(' '.join(rng.sample(WORDS, 5)))
         named = engine.db.resident.overlapping(conn, tokens, 0.4)
         if named is not None:
