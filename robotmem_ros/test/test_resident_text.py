@@ -166,13 +166,24 @@ def test_a_close_during_a_build_ends_it(tmp_path):
     assert not [t for t in threading.enumerate() if t.name == 'resident-text']
 
 
-def test_the_ledger_keeps_no_rows_of_a_large_step():
+def test_the_ledger_keeps_rows_only_while_they_are_wanted_and_whole():
     ledger = count_ledger.CountLedger()
     ledger.note(1, 'red cup', 1, lambda: b'a')
     ledger.committed(b'b')
-    for memory_id in range(count_ledger.ROWS_KEPT + 1):
-        ledger.note(memory_id, 'blue box', 1, lambda: b'b')
+    assert ledger.rows(b'a', b'b') is None  # no postings held: no body kept
+    ledger.rows_wanted = True
+    ledger.note(2, 'red cup', 1, lambda: b'b')
     ledger.committed(b'c')
-    assert ledger.rows(b'a', b'b') == [(1, 'red cup', 1)]
-    assert ledger.rows(b'a', b'c') is None  # the second step kept its counts only
-    assert ledger.changes(b'a', b'c', ['blue']) == {'blue': count_ledger.ROWS_KEPT + 1}
+    for memory_id in range(count_ledger.ROWS_KEPT + 1):
+        ledger.note(memory_id, 'blue box', 1, lambda: b'c')
+    ledger.committed(b'd')
+    ledger.rows_wanted = False
+    ledger.note(3, 'green mat', 1, lambda: b'd')
+    ledger.rows_wanted = True  # set within a transaction: its first row is not in the step
+    ledger.note(4, 'green mat', 1, lambda: b'd')
+    ledger.committed(b'e')
+    assert ledger.rows(b'b', b'c') == [(2, 'red cup', 1)]
+    assert ledger.rows(b'b', b'd') is None  # the third step kept its counts only
+    assert ledger.changes(b'b', b'd', ['blue']) == {'blue': count_ledger.ROWS_KEPT + 1}
+    assert ledger.rows(b'd', b'e') is None
+    assert ledger.changes(b'a', b'e', ['green', 'red']) == {'green': 2, 'red': 2}

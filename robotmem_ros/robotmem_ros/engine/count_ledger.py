@@ -15,9 +15,10 @@ a commit of another process, a transaction whose FTS changes were not all noted 
 bulk purges, a rebuild, a savepoint rolled back), or a step forgotten (STEPS_KEPT). So a count
 is always the one ``fts5vocab`` would give as of the reader's snapshot.
 
-Each step also keeps the rows themselves (id, body, sign), up to ROWS_KEPT a step: the
-Jaccard postings held in the process for a small store (engine/resident_text.py) follow this
-process's commits by them, and are read again at any gap, as the counts are.
+While ``rows_wanted`` is set, each step also keeps the rows themselves (id, body, sign), up to
+ROWS_KEPT a step: the Jaccard postings held in the process for a small store
+(engine/resident_text.py) follow this process's commits by them, and are read again at any
+gap, as the counts are. Where no postings are held (a large store) no body is kept.
 
 A body's tokens are its space separated words: FTS rows hold the engine's tokens joined by
 spaces (text.fts_index_text), the same equality the Jaccard filter and the scores of memories
@@ -33,9 +34,10 @@ from typing import Any, Callable, Iterable, NamedTuple
 # Steps remembered: a reader whose counts are older than this many of this process's commits
 # reads them again.
 STEPS_KEPT = 256
-# Rows kept of one step: a larger transaction (a batch, a purge) leaves its step without rows,
-# so the postings held in the process are read again after it (at most 256 × 1 024 bodies kept).
-ROWS_KEPT = 1_024
+# Rows kept of one step: a larger transaction leaves its step without rows, so the postings held
+# in the process are read again after it. A batch of 200 perceptions fits; at most 256 × 256
+# bodies are kept (about 16 MB of long ones).
+ROWS_KEPT = 256
 
 # (memory id, FTS body, +1 added or -1 removed), in the order the transaction made them.
 RowChange = tuple[int, str, int]
@@ -58,7 +60,9 @@ class CountLedger:
         self._before: bytes | None = None  # the structure at the transaction's first FTS change
         self._delta: collections.Counter[str] = collections.Counter()
         self._rows: list[RowChange] = []
+        self._keeps_rows = False  # rows_wanted at the transaction's first FTS change
         self._tainted = False
+        self.rows_wanted = False  # set by the postings while they hold or build a state
 
     # --- the writer (under the store's write lock) ---------------------------------------
 
@@ -71,10 +75,11 @@ class CountLedger:
         change: the last commit flushed its rows, so it is the record the transaction began on.
         """
         if self._before is None:
-            self._before = structure()
+            # A flag set later in the transaction would leave its first rows out of the step.
+            self._before, self._keeps_rows = structure(), self.rows_wanted
         for token in set(body.split()):
             self._delta[token] += sign
-        if len(self._rows) <= ROWS_KEPT:  # one past it: the step keeps none
+        if self._keeps_rows and len(self._rows) <= ROWS_KEPT:  # one past it: the step keeps none
             self._rows.append((memory_id, body, sign))
 
     def taint(self) -> None:
@@ -88,21 +93,22 @@ class CountLedger:
         ``after`` is the structure record read after the commit, None when another connection
         may have committed in between (then it would not be this commit's record).
         """
-        before, delta, rows, tainted = self._before, self._delta, self._rows, self._tainted
+        before, delta, tainted = self._before, self._delta, self._tainted
+        rows = self._rows if self._keeps_rows and len(self._rows) <= ROWS_KEPT else None
         self.discard()
         if before is None or tainted or after is None or after == before:
             return
         with self._lock:
             self._steps[before] = _Step(after, collections.Counter(
                 {token: change for token, change in delta.items() if change}),
-                tuple(rows) if len(rows) <= ROWS_KEPT else None)
+                tuple(rows) if rows is not None else None)
             while len(self._steps) > STEPS_KEPT:
                 self._steps.popitem(last=False)
 
     def discard(self) -> None:
         """Forget the open transaction's notes (after a rollback, or once recorded)."""
-        self._before, self._delta, self._rows, self._tainted = (
-            None, collections.Counter(), [], False)
+        self._before, self._delta, self._rows, self._keeps_rows, self._tainted = (
+            None, collections.Counter(), [], False, False)
 
     @property
     def noted(self) -> bool:

@@ -154,6 +154,7 @@ class ResidentText:
                 postings.structure = structure
                 if len(postings.tokens) > self._max_rows:
                     postings = self._postings = None
+                    self._ledger.rows_wanted = False  # the steps keep no bodies for nothing
         if postings is None:
             self._build_later(conn)
         return postings
@@ -163,6 +164,7 @@ class ResidentText:
         if (self._builder is not None or time.monotonic() - self._failed_at < RETRY_S
                 or vocab_store.fts_totals(conn)[0] > self._max_rows):
             return
+        self._ledger.rows_wanted = True  # from before the build's read: no step is missed
         self._builder = threading.Thread(target=self._build, name='resident-text',
                                          daemon=True)
         self._builder.start()
@@ -183,6 +185,7 @@ class ResidentText:
         except Exception as exc:  # noqa: BLE001 - FTS5 answers; the next call tries again
             LOG.warning('resident Jaccard postings not built (%s); FTS5 answers', exc)
             postings, self._failed_at = None, time.monotonic()
+            self._ledger.rows_wanted = False
         with self._lock:
             if postings is not None and not self._closed:
                 self._postings = postings
