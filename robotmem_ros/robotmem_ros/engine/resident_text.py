@@ -130,6 +130,10 @@ class ResidentText:
             return None
         if conn.in_transaction and self._ledger.noted:
             return None  # the writer changed FTS rows in this transaction: no step holds them
+        if self._postings is None:  # none held: a build where the store is small enough (no
+            with self._lock:  # read of the structure record, which costs a learn at 1M)
+                self._build_later(conn)
+            return None
         structure = vocab_store.structure(conn)
         with self._lock:
             postings = self._current(conn, structure)
@@ -161,7 +165,8 @@ class ResidentText:
 
     def _build_later(self, conn: Any) -> None:
         """Start a build (under the lock) unless one runs or the store is too large for one."""
-        if (self._builder is not None or time.monotonic() - self._failed_at < RETRY_S
+        if (self._builder is not None or self._postings is not None
+                or time.monotonic() - self._failed_at < RETRY_S
                 or vocab_store.fts_totals(conn)[0] > self._max_rows):
             return
         self._ledger.rows_wanted = True  # from before the build's read: no step is missed
