@@ -9,7 +9,8 @@ from __future__ import annotations
 import pathlib
 import time
 
-from engine_helpers import make_engine
+from engine_helpers import make_engine, wait_for_postings
+import pytest
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 from test_dedup_candidates import _facts
@@ -47,11 +48,16 @@ def fill_two_collections(engine, now: float) -> list[int]:
     return ids
 
 
-def test_rank_first_returns_what_filtering_first_returns(tmp_path: pathlib.Path) -> None:
-    engine = make_engine(tmp_path)
+@pytest.mark.parametrize('postings', [False, True])
+def test_rank_first_returns_what_filtering_first_returns(tmp_path: pathlib.Path,
+                                                         postings: bool) -> None:
+    """FTS5 ranks, or the postings held in the process (engine/resident_text.py)."""
+    engine = make_engine(tmp_path, resident_text_max_rows=10_000 if postings else 0)
     now = time.time()
     fill_two_collections(engine, now)
     conn = engine.db.reader()
+    if postings:
+        wait_for_postings(engine, conn)
     checked = 0
     for text in QUERIES:
         query = textmod.fts_query(text)
@@ -62,4 +68,6 @@ def test_rank_first_returns_what_filtering_first_returns(tmp_path: pathlib.Path)
                 assert sorted((score, i) for i, score in got) == want, (text, collection)
                 checked += len(want)
     assert checked > 200
+    assert engine.db.resident.builds == int(postings)
+    assert (engine.db.resident.ranked(conn, ['cup'], 5) is not None) == postings
     engine.close()

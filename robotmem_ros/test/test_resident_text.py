@@ -1,8 +1,9 @@
 """
-The Jaccard postings held in the process (engine/resident_text.py): exact, or no answer.
+The postings held in the process (engine/resident_text.py): exact, or no answer.
 
 Each test changes FTS rows one way and compares what the postings name, as a connection of
-the engine reads the store, with the Jaccard of every FTS row a fresh connection reads. The
+the engine reads the store, with the Jaccard of every FTS row a fresh connection reads, and
+their BM25 ranking with FTS5's, to the last bit of every score. The
 postings are brought forward by the writer's ledger; a change they cannot follow (another
 process's commit, a bulk purge, a savepoint rolled back) means no answer until they are built
 again, never a wrong one.
@@ -26,16 +27,32 @@ PROBES = ['the torque wrench lives in the second drawer', 'pallet 3 waits at the
 THRESHOLDS = (0.2, 0.5, 0.7)
 
 
-def _truth(engine, tokens, threshold):
-    """{id: Jaccard} of every FTS row reaching ``threshold``, read by a fresh connection."""
+def _bodies(engine):
+    """{id: FTS body} of every FTS row, read by a fresh connection."""
     conn = connect(str(engine.db.path))
     try:
-        rows = list(store.every_fts_body(conn))
+        return dict(store.every_fts_body(conn))
     finally:
         conn.close()
+
+
+def _truth(engine, tokens, threshold):
+    """{id: Jaccard} of every FTS row reaching ``threshold``, read by a fresh connection."""
+    rows = _bodies(engine).items()
     scores = {memory_id: textmod.jaccard(tokens, textmod.body_jaccard_tokens(body))
               for memory_id, body in rows if isinstance(body, str)}
     return {memory_id: score for memory_id, score in scores.items() if score >= threshold}
+
+
+def _ranking(engine, terms, depth):
+    """FTS5's best ``depth`` (id, bm25) for the OR of ``terms``, ties to the lower id."""
+    conn = connect(str(engine.db.path))
+    try:
+        rows = conn.execute('SELECT rowid, bm25(memories_fts) FROM memories_fts '
+                            'WHERE memories_fts MATCH ?', (textmod.fts_match(terms),)).fetchall()
+    finally:
+        conn.close()
+    return sorted(((row[0], row[1]) for row in rows), key=lambda row: (row[1], row[0]))[:depth]
 
 
 def _assert_exact(engine, conn):
@@ -44,6 +61,13 @@ def _assert_exact(engine, conn):
         for threshold in THRESHOLDS:
             assert engine.db.resident.overlapping(conn, tokens, threshold) == _truth(
                 engine, tokens, threshold), (probe, threshold)
+        terms = textmod.query_terms(probe) + ['the', 'nowhere']  # a stopword, an unknown term
+        for depth in (1, 3, 50):
+            assert engine.db.resident.ranked(conn, terms, depth) == _ranking(
+                engine, terms, depth), (probe, depth)
+    bodies = _bodies(engine)
+    asked = [*bodies, 12_345]  # and an id of no row
+    assert engine.db.resident.bodies(conn, asked) == bodies
 
 
 @pytest.fixture
@@ -153,6 +177,9 @@ def test_random_changes_keep_every_answer_exact(engine):
         if named is not None:
             answered += 1
             assert named == _truth(engine, tokens, 0.4)
+        terms = rng.sample(WORDS, 3)
+        ranked = engine.db.resident.ranked(conn, terms, 4)
+        assert ranked is None or ranked == _ranking(engine, terms, 4)
     assert answered > 40  # mostly from the postings, not FTS5
 
 

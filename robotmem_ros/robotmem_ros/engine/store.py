@@ -541,8 +541,11 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
             rows = _ranked_first(conn, where, params, -1, ids)
         return [(row[0], row[1]) for row in rows]
     if not (session_id or context):
-        # Most matches pass the filters left: FTS5 ranks them alone (no join per match).
-        rows = _ranked_first(conn, where, params, depth, None)
+        # Most matches pass the filters left: FTS5 (or the postings held for a small store)
+        # ranks them alone (no join per match).
+        rows = _held_first(conn, where, params, depth)
+        if rows is None:
+            rows = _ranked_first(conn, where, params, depth, None)
         if len(rows) == int(limit):
             return [(row[0], row[1]) for row in rows]
     # A selective filter (session, context) or too few in the first pass: filter every match
@@ -572,17 +575,37 @@ def _indexed_first(conn: Any, where: list[str], params: dict[str, Any], depth: i
     if found is None:
         return None
     ranked, changed, more = found
-    scores = dict(ranked)
-    params['ranked'] = json.dumps([memory_id for memory_id, _ in ranked])
-    rows = [(row[0], scores[row[0]]) for row in conn.execute(
-        f'SELECT m.id FROM json_each(:ranked) j CROSS JOIN memories m ON m.id = j.value '
-        f'WHERE {" AND ".join(where[1:])} ORDER BY j.key LIMIT :lim', params)]
+    rows = _passing_in_order(conn, where, params, ranked)
     if len(rows) < int(params['lim']) and more:
         return None
     if changed:  # the index's scores are FTS5's (text_index._terms): one order for both
         rows += _scored_apart(conn, where, params, changed)
         rows = sorted(rows, key=lambda hit: (hit[1], hit[0]))[:int(params['lim'])]
     return rows
+
+
+def _held_first(conn: Any, where: list[str], params: dict[str, Any], depth: int
+                ) -> list[tuple[int, float]] | None:
+    """
+    Rank as _ranked_first does, by the postings of a small store (engine/resident_text.py).
+
+    They give FTS5's best ``depth`` matches and their ``bm25()`` without a pass over every
+    match in FTS5; None while they cannot answer, and FTS5 ranks.
+    """
+    resident = getattr(conn, 'resident_text', None)
+    ranked = (resident.ranked(conn, textmod.match_terms(params['q']), depth)
+              if resident is not None else None)
+    return _passing_in_order(conn, where, params, ranked) if ranked is not None else None
+
+
+def _passing_in_order(conn: Any, where: list[str], params: dict[str, Any],
+                      ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """Return the first ``:lim`` of ``ranked`` (id, score) that pass the filters (where[1:])."""
+    scores = dict(ranked)
+    params['ranked'] = json.dumps([memory_id for memory_id, _ in ranked])
+    return [(row[0], scores[row[0]]) for row in conn.execute(
+        f'SELECT m.id FROM json_each(:ranked) j CROSS JOIN memories m ON m.id = j.value '
+        f'WHERE {" AND ".join(where[1:])} ORDER BY j.key LIMIT :lim', params)]
 
 
 def _scored_apart(conn: Any, where: list[str], params: dict[str, Any], ids: Sequence[int]
@@ -666,8 +689,15 @@ def _ids(joined: str | None) -> list[int]:
 
 
 def fts_bodies(conn: Any, ids: Sequence[int]) -> dict[int, str]:
-    """Return the FTS bodies (indexed tokens, space separated) of ``ids``, keyed by id."""
-    return _texts_by_id(conn, 'SELECT rowid, body FROM memories_fts WHERE rowid IN', ids)
+    """
+    Return the FTS bodies (indexed tokens, space separated) of ``ids``, keyed by id.
+
+    The postings of a small store hold them (engine/resident_text.py): no statement then.
+    """
+    resident = getattr(conn, 'resident_text', None)
+    held = resident.bodies(conn, ids) if resident is not None and ids else None
+    return held if held is not None else _texts_by_id(
+        conn, 'SELECT rowid, body FROM memories_fts WHERE rowid IN', ids)
 
 
 def _not_in(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
