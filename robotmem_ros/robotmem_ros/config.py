@@ -192,8 +192,8 @@ class MemoryConfig:
                                      'tokens are held in RAM (about 1.6 KiB a row), so that '
                                      "dedup's Jaccard candidates, BM25's first ranking and the "
                                      'bodies come without an FTS5 query; built in the '
-                                     'background; 0 = never (engine/resident_text.py).', lo=0, hi=1_000_000_000,
-                                     read_only=True)
+                                     'background; 0 = never (engine/resident_text.py).', lo=0,
+                                     hi=1_000_000_000, read_only=True)
     reader_cache_kib: int = _e(256, 'SQLite page cache of each connection but the writer, in KiB '
                                "(the threads' readers, the indexes', the checkpointer's; 0 = "
                                "SQLite's 2 000). The file's pages stay in the system's page "
