@@ -9,7 +9,7 @@ from __future__ import annotations
 import pathlib
 import time
 
-from engine_helpers import make_engine, wait_for_postings, with_context
+from engine_helpers import make_engine, wait_for_postings
 import pytest
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
@@ -70,36 +70,4 @@ def test_rank_first_returns_what_filtering_first_returns(tmp_path: pathlib.Path,
     assert checked > 200
     assert engine.db.resident.builds == int(postings)
     assert (engine.db.resident.ranked(conn, ['cup'], 5) is not None) == postings
-    engine.close()
-
-
-@pytest.mark.parametrize('postings', [False, True])
-def test_a_context_filter_ranks_its_candidate_set_as_filtering_first_does(
-        tmp_path: pathlib.Path, postings: bool) -> None:
-    """The candidate set given (``within``, a superset of what passes) ranks only its matches."""
-    engine = make_engine(tmp_path, resident_text_max_rows=10_000 if postings else 0)
-    facts = _facts()
-    mine = with_context(engine, None, {'robot': 'r1'}, texts=facts[::2])
-    others = with_context(engine, None, {'robot': 'r2'}, texts=facts[1::2])
-    now = time.time()
-    conn = engine.db.reader()
-    if postings:
-        wait_for_postings(engine, conn)
-    checked = 0
-    for text in QUERIES:
-        query = textmod.fts_query(text)
-        rows = conn.execute(
-            'SELECT m.id, bm25(memories_fts) FROM memories_fts CROSS JOIN memories m '
-            'ON m.id = memories_fts.rowid WHERE memories_fts MATCH ? AND '
-            "json_extract(m.context_json, '$.robot') = 'r1' AND "
-            f'{store.ACTIVE_SQL.replace(":now", "?")}', (query, now)).fetchall()
-        for limit in (1, 5, 200):
-            got = store.fts_search(conn, query, 'default', limit, now=now,
-                                   context=[('$.robot', 'r1')],
-                                   within=lambda: [*mine, *others[:9]])
-            want = sorted((score, memory_id) for memory_id, score in rows)[:limit]
-            assert sorted((score, i) for i, score in got) == want, text
-            checked += len(want)
-    assert checked > 50
-    assert (engine.db.resident.ranked(conn, ['cup'], 5, mine) is not None) == postings
     engine.close()

@@ -142,13 +142,9 @@ class _Postings:
                 scores[memory_id] = score
         return scores
 
-    def ranked(self, terms: Sequence[str], depth: int, within: Iterable[int] | None
-               ) -> list[tuple[int, float]]:
+    def ranked(self, terms: Sequence[str], depth: int) -> list[tuple[int, float]]:
         """
         Return FTS5's best ``depth`` rows for the OR of ``terms``: (id, its ``bm25()``).
-
-        ``depth`` -1 returns every match; ``within``, when given, the matches among those ids
-        only (their scores are the same: FTS5's statistics are the whole table's).
 
         FTS5's own arithmetic (fts5_aux.c, fts5Bm25Function) in its order, term by term in
         the query's order, so every score is the double FTS5 computes; lowest (best) first,
@@ -170,18 +166,13 @@ class _Postings:
             slots, counts = self._term_arrays(term, held)
             norm = K1 * (1 - B + B * self._lengths[slots] / average)
             scores[slots] += idf * ((counts * (K1 + 1.0)) / (counts + norm))
-        if within is not None:
-            kept = np.zeros(scores.size, dtype=bool)
-            slot = self._slot
-            kept[[slot[memory_id] for memory_id in within if memory_id in slot]] = True
-            scores[~kept] = 0.0
         found = np.flatnonzero(scores)
-        if 0 <= depth < found.size:
+        if found.size > depth:
             values = scores[found]
             least = np.partition(values, found.size - depth)[found.size - depth]
             found = found[values >= least]  # the best ``depth`` and any tied with the last
         ids = self._ids[found]
-        order = np.lexsort((ids, -scores[found]))[:depth if depth >= 0 else None]
+        order = np.lexsort((ids, -scores[found]))[:depth]
         return [(int(memory_id), -float(score))
                 for memory_id, score in zip(ids[order], scores[found[order]])]
 
@@ -229,17 +220,16 @@ class ResidentText:
         return self._answer(conn, lambda postings: postings.overlapping(tokens, threshold,
                                                                         OVERLAP))
 
-    def ranked(self, conn: Any, terms: Sequence[str], depth: int,
-               within: Iterable[int] | None = None) -> list[tuple[int, float]] | None:
+    def ranked(self, conn: Any, terms: Sequence[str], depth: int
+               ) -> list[tuple[int, float]] | None:
         """
         Return FTS5's best ``depth`` FTS rows for the OR of ``terms`` as ``conn`` reads them.
 
         (id, ``bm25()``) best first, as ``ORDER BY bm25(memories_fts) LIMIT depth`` gives
         them (ties, which FTS5 leaves in no set order, to the lower id); every row, of any
-        collection or status, or those of the ids ``within``; -1: every match. None while
-        the postings cannot answer for ``conn``.
+        collection or status. None while the postings cannot answer for ``conn``.
         """
-        return self._answer(conn, lambda postings: postings.ranked(terms, depth, within))
+        return self._answer(conn, lambda postings: postings.ranked(terms, depth))
 
     def bodies(self, conn: Any, ids: Iterable[int]) -> dict[int, str] | None:
         """Return the FTS bodies of those ``ids`` that have one, as ``conn`` reads them; None."""

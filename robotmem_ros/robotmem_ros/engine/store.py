@@ -539,12 +539,15 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         rows = _ranked_first(conn, where, params, depth, ids)
         if len(rows) < int(limit):  # too few passed among the best: rank every one in the set
             rows = _ranked_first(conn, where, params, -1, ids)
-        return rows
+        return [(row[0], row[1]) for row in rows]
     if not (session_id or context):
-        # Most matches pass the filters left: FTS5 ranks them alone (no join per match).
-        rows = _ranked_first(conn, where, params, depth, None)
+        # Most matches pass the filters left: FTS5 (or the postings held for a small store)
+        # ranks them alone (no join per match).
+        rows = _held_first(conn, where, params, depth)
+        if rows is None:
+            rows = _ranked_first(conn, where, params, depth, None)
         if len(rows) == int(limit):
-            return rows
+            return [(row[0], row[1]) for row in rows]
     # A selective filter (session, context) or too few in the first pass: filter every match
     # and rank only those that pass. CROSS JOIN pins the FTS table as the outer loop: with a
     # plain JOIN the planner may walk idx_memories_collection and evaluate MATCH once per
@@ -581,6 +584,20 @@ def _indexed_first(conn: Any, where: list[str], params: dict[str, Any], depth: i
     return rows
 
 
+def _held_first(conn: Any, where: list[str], params: dict[str, Any], depth: int
+                ) -> list[tuple[int, float]] | None:
+    """
+    Rank as _ranked_first does, by the postings of a small store (engine/resident_text.py).
+
+    They give FTS5's best ``depth`` matches and their ``bm25()`` without a pass over every
+    match in FTS5; None while they cannot answer, and FTS5 ranks.
+    """
+    resident = getattr(conn, 'resident_text', None)
+    ranked = (resident.ranked(conn, textmod.match_terms(params['q']), depth)
+              if resident is not None else None)
+    return _passing_in_order(conn, where, params, ranked) if ranked is not None else None
+
+
 def _passing_in_order(conn: Any, where: list[str], params: dict[str, Any],
                       ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
     """Return the first ``:lim`` of ``ranked`` (id, score) that pass the filters (where[1:])."""
@@ -612,34 +629,27 @@ def _scored_apart(conn: Any, where: list[str], params: dict[str, Any], ids: Sequ
 
 
 def _ranked_first(conn: Any, where: list[str], params: dict[str, Any], depth: int,
-                  within: Sequence[int] | None) -> list[tuple[int, float]]:
+                  within: Sequence[int] | None) -> list[Any]:
     """
-    Rank the matches alone, then run the filters on the best ``depth`` (-1: all).
+    Rank the matches in FTS5 alone, then run the filters on the best ``depth`` (-1: all).
 
     Only the matches in ``within`` are ranked when it is given. The filters keep the rank
-    order. The postings of a small store rank as FTS5 does, without a pass over every match
-    (engine/resident_text.py); FTS5 ranks where they cannot answer. CROSS JOIN: the ids are
-    the outer loop (primary key lookups, not an index walk). A plain ``rowid IN`` is one FTS5
-    lookup per id, ``+rowid`` one pass over every match: about 1 ms an id against 18–25 ms at
-    1M (533 ms against 4 ms for 1 857 ids at 100k), so up to ROWID_LOOKUPS ids (a context
-    filter's candidate set that small) are looked up.
+    order. CROSS JOIN: the ids are the outer loop (primary key lookups, not an index walk).
+    A plain ``rowid IN`` is one FTS5 lookup per id, ``+rowid`` one pass over every match:
+    about 1 ms an id against 18–25 ms at 1M (533 ms against 4 ms for 1 857 ids at 100k), so
+    up to ROWID_LOOKUPS ids (a context filter's candidate set that small) are looked up.
     """
-    resident = getattr(conn, 'resident_text', None)
-    held = (resident.ranked(conn, textmod.match_terms(params['q']), depth, within)
-            if resident is not None else None)
-    if held is not None:
-        return _passing_in_order(conn, where, params, held)
     params['depth'] = depth
     match = where[0]
     if within is not None:
         params['ids'] = json.dumps(list(within))
         lookup = 'rowid' if len(within) <= ROWID_LOOKUPS else '+rowid'
         match += f' AND {lookup} IN (SELECT value FROM json_each(:ids))'
-    return [(row[0], row[1]) for row in conn.execute(
+    return conn.execute(
         f'SELECT f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts) AS score '
         f'FROM memories_fts WHERE {match} ORDER BY score LIMIT :depth) f '
         f'CROSS JOIN memories m ON m.id = f.rowid WHERE {" AND ".join(where[1:])} '
-        f'ORDER BY f.score LIMIT :lim', params)]
+        f'ORDER BY f.score LIMIT :lim', params).fetchall()
 
 
 # The active memories stored just before / after each of :ids in its collection and session,
