@@ -62,7 +62,7 @@ def _assert_exact(engine, conn):
             assert engine.db.resident.overlapping(conn, tokens, threshold) == _truth(
                 engine, tokens, threshold), (probe, threshold)
         terms = textmod.query_terms(probe) + ['the', 'nowhere']  # a stopword, an unknown term
-        for depth in (1, 3, 50):
+        for depth in (0, 1, 3, 50):
             assert engine.db.resident.ranked(conn, terms, depth) == _ranking(
                 engine, terms, depth), (probe, depth)
     bodies = _bodies(engine)

@@ -153,7 +153,7 @@ class _Postings:
         within that can swap.)
         """
         rows = len(self.bodies)
-        if not rows:
+        if not rows or depth <= 0:
             return []
         average = float(self.total) / float(rows)
         scores = np.zeros(self._ids.size)
