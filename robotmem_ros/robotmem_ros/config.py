@@ -188,11 +188,10 @@ class MemoryConfig:
                                   "FTS5's ranking of every match; built in the background; 0 = "
                                   'never (engine/text_index.py).', lo=0, hi=1_000_000_000,
                                   read_only=True)
-    resident_text_max_rows: int = _e(20_000, 'FTS rows up to which every FTS row and its '
-                                     'tokens are held in RAM (about 1.6 KiB a row), so that '
-                                     "dedup's Jaccard candidates, BM25's first ranking and the "
-                                     'bodies come without an FTS5 query; built in the '
-                                     'background; 0 = never (engine/resident_text.py).', lo=0,
+    resident_text_max_rows: int = _e(20_000, 'FTS rows up to which every row and its tokens '
+                                     'are held in RAM (about 1.6 KiB a row) for dedup, BM25 and '
+                                     'the bodies, without FTS5 queries; built in the background; '
+                                     '0 = never (engine/resident_text.py).', lo=0,
                                      hi=1_000_000_000, read_only=True)
     reader_cache_kib: int = _e(256, 'SQLite page cache of each connection but the writer, in KiB '
                                "(the threads' readers, the indexes', the checkpointer's; 0 = "
