@@ -204,10 +204,11 @@ def wait_until_ready(engine: Any) -> None:
     Wait for the approximate vector stage, the text index and the Jaccard postings.
 
     The text index serves a store large enough for it, the Jaccard postings a store small
-    enough for them (engine/resident_text.py). They are built or caught up in the background after an open; until then the sign-bit
-    scan and FTS5 answer, the costs of a start rather than of the steady state measured. The
-    text index must hold every change, a previous process's learns included: until its worker
-    has applied them (about a second), FTS5 ranks those memories apart.
+    enough for them (engine/resident_text.py). They are built or caught up in the background
+    after an open; until then the sign-bit scan and FTS5 answer, the costs of a start rather
+    than of the steady state measured. The text index must hold every change, a previous
+    process's learns included: until its worker has applied them (about a second), FTS5 ranks
+    those memories apart.
     """
     from robotmem_ros.engine import text_log_store, vocab_store
     conn = engine.db.reader()

@@ -90,7 +90,7 @@ class _Postings:
         words = list(map(sys.intern, body.split()))
         counts = collections.Counter(words)
         self.bodies[memory_id] = body
-        self.tokens[memory_id] = frozenset(counts) - textmod.JACCARD_STOPWORDS
+        self.tokens[memory_id] = textmod.jaccard_set(counts)
         for token, count in counts.items():
             self.holders.setdefault(token, {})[memory_id] = count
             self._arrays.pop(token, None)

@@ -112,12 +112,17 @@ def _latin_tokens(chunk: str) -> Iterable[str]:
 
 def jaccard_tokens(text: str) -> frozenset[str]:
     """Token set for the Jaccard layers (stopwords removed)."""
-    return frozenset(t for t in tokenize(text) if t not in JACCARD_STOPWORDS)
+    return jaccard_set(tokenize(text))
 
 
 def body_jaccard_tokens(body: str) -> frozenset[str]:
     """Jaccard token set of an FTS body (fts_index_text): a split, not a tokenizer run."""
-    return frozenset(body.split()) - JACCARD_STOPWORDS
+    return jaccard_set(body.split())
+
+
+def jaccard_set(tokens: Iterable[str]) -> frozenset[str]:
+    """Return the Jaccard token set of tokens already made: the distinct ones, no stopwords."""
+    return frozenset(tokens) - JACCARD_STOPWORDS
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
