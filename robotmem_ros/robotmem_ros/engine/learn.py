@@ -80,13 +80,14 @@ class Learner:
             verdict = dedup.check(conn, fact.content, collection=fact.collection,
                                   session_id=fact.session_id, vector=fact.vector,
                                   config=ctx.config, now=now, beside=self._beside(conn))
-            similar = self._similar_records(conn, verdict.similar)
+            records = self._records(conn, verdict)
+            similar = _shown(records, verdict.similar)
             if verdict.is_duplicate:
                 _reinforce(conn, verdict.existing_id, verdict.method, now)
                 return LearnResult(verdict.existing_id, 'duplicate', verdict.method,
                                    verdict.existing_id, verdict.similarity, similar,
                                    fact.labels.inferred)
-            peers = self._peers(conn, similar, verdict.neighbours)
+            peers = self._peers(records, similar, verdict.neighbours)
             remote = isinstance(self.decider, LLMDecider)
             outcome = None if remote else self._decide(fact, peers, now)
             if not remote and not self._merges_to_embed(outcome):
@@ -111,16 +112,28 @@ class Learner:
 
     # --- decision --------------------------------------------------------------------------
 
-    def _peers(self, conn: Any, similar: list[MemoryRecord],
+    def _records(self, conn: Any, verdict: dedup.DedupVerdict) -> dict[int, MemoryRecord]:
+        """
+        Read in one go the records of the near misses and, when the decider will run, its peers.
+
+        The peers are the near misses and the vector neighbours: read apart, the near misses
+        were read twice in every learn that reaches the decider.
+        """
+        ids = set(verdict.similar)
+        if self.decider is not None and not verdict.is_duplicate:
+            ids.update(memory_id for memory_id, _ in verdict.neighbours)
+        return self.ctx.access.records(conn, sorted(ids))
+
+    def _peers(self, records: dict[int, MemoryRecord], similar: list[MemoryRecord],
                neighbours: list[tuple[int, float]]) -> list[Existing]:
         if self.decider is None:
             return []
         scores = {r.id: r.rrf_score for r in similar}
         for memory_id, sim in neighbours:  # vector prefilter, threshold 0.0 (docs/decisions.md)
             scores.setdefault(memory_id, sim)
-        records = store.fetch_records(conn, list(scores))
         return [Existing(r.id, r.content, r.category, r.context, r.created_at, scores[r.id])
-                for r in records.values() if r.status == 'active']
+                for r in (records[i] for i in sorted(scores) if i in records)
+                if r.status == 'active']
 
     def _decide(self, fact: _Fact, peers: list[Existing], now: float) -> Outcome | None:
         if self.decider is None or not peers:
@@ -218,19 +231,22 @@ class Learner:
                           details=outcome.to_dict())
         return True
 
-    def _similar_records(self, conn: Any, similar: dict[int, float]) -> list[MemoryRecord]:
-        """Read the records of ``similar``, best first, as a caller is shown them."""
-        records = self.ctx.access.records(conn, sorted(similar))
-        for record in records.values():
-            record.rrf_score = similar[record.id]
-        return sorted(records.values(), key=lambda r: (-r.rrf_score, r.id))
-
     def _with_withheld(self, conn: Any, similar: list[MemoryRecord], withheld: tuple[int, ...],
                        peers: list[Existing]) -> list[MemoryRecord]:
         """Add the memories the guard kept from being rewritten: the caller decides."""
         scores = {e.id: e.similarity for e in peers if e.id in withheld}
         missing = {i: s for i, s in scores.items() if i not in {r.id for r in similar}}
-        return similar + self._similar_records(conn, missing) if missing else similar
+        if not missing:
+            return similar
+        return similar + _shown(self.ctx.access.records(conn, sorted(missing)), missing)
+
+
+def _shown(records: dict[int, MemoryRecord], similar: dict[int, float]) -> list[MemoryRecord]:
+    """Return the records of ``similar`` among ``records``, best first, as callers see them."""
+    shown = [records[memory_id] for memory_id in similar if memory_id in records]
+    for record in shown:
+        record.rrf_score = similar[record.id]
+    return sorted(shown, key=lambda r: (-r.rrf_score, r.id))
 
 
 def _reinforce(conn: Any, memory_id: int, why: str, now: float) -> None:
