@@ -54,7 +54,8 @@ def _insert(engine: Any, texts: list[str], now: float) -> list[int]:
 
 
 def _check_exhaustively(conn: Any, facts: list[str], ids: list[int], now: float) -> None:
-    stored = {i: textmod.jaccard_tokens(t) for i, t in zip(ids, facts)}
+    texts = dict(zip(ids, facts))
+    stored = {i: textmod.jaccard_tokens(t) for i, t in texts.items()}
     near_pairs = 0
     for probe in facts:
         tokens = textmod.jaccard_tokens(probe)
@@ -62,10 +63,11 @@ def _check_exhaustively(conn: Any, facts: list[str], ids: list[int], now: float)
         for threshold in (0.4, 0.5, 0.7):
             above = [(i, -score) for score, i in exhaustive if -score >= threshold]
             got = jaccard_store.candidates(conn, tokens, 'default', 5, threshold, now=now)
-            assert [hit for hit in got if hit[1] >= threshold] == above[:5], probe
+            assert [hit[:2] for hit in got if hit[1] >= threshold] == above[:5], probe
+            assert all(hit.content == texts[hit.memory_id] for hit in got), probe
             wide = jaccard_store.candidates(conn, tokens, 'default', len(facts), threshold,
                                             now=now)
-            assert [hit for hit in wide if hit[1] >= threshold] == above, probe
+            assert [hit[:2] for hit in wide if hit[1] >= threshold] == above, probe
         near_pairs += sum(1 for score, _ in exhaustive if 0.7 < -score < 1.0)
     assert near_pairs >= 20  # the data really holds rewordings above the threshold
 
@@ -185,10 +187,13 @@ def test_candidates_keep_to_active_facts_of_the_collection_and_session(
     elif indexed:
         wait_for_text_index(engine, conn)
         assert engine.db.text.overlapping(conn, tokens, 'a', 0.0) is not None
-    assert [i for i, _ in jaccard_store.candidates(conn, tokens, 'a', 5, 0.7, now=now)] == [
-        mine, in_session]
-    assert [i for i, _ in jaccard_store.candidates(conn, tokens, 'a', 5, 0.7, now=now,
-                                                   session_id='s2')] == [in_session]
+
+    def named(**session: str) -> list[int]:
+        return [hit.memory_id for hit in jaccard_store.candidates(
+            conn, tokens, 'a', 5, 0.7, now=now, **session)]
+
+    assert named() == [mine, in_session]
+    assert named(session_id='s2') == [in_session]
     everything = jaccard_store.candidates(conn, tokens, 'a', 10, 0.0, now=now)
-    assert other not in [i for i, _ in everything] and seen not in [i for i, _ in everything]
+    assert not {other, seen} & {hit.memory_id for hit in everything}
     engine.close()

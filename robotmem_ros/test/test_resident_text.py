@@ -132,7 +132,7 @@ def test_the_writers_own_uncommitted_rows_are_left_to_fts5(engine):
         assert engine.db.resident.overlapping(writer, tokens, 0.5) is None
         # FTS5 sees the transaction's own row, as a learn inside a larger write must.
         assert jaccard_store.candidates(writer, tokens, 'default', 3, 0.5, now=now) == [
-            (new, 1.0)]
+            (new, 1.0, PROBES[2])]
     _assert_exact(engine, engine.db.reader())
     assert engine.db.resident.builds == 1
 

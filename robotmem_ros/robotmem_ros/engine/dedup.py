@@ -111,9 +111,10 @@ def _jaccard_layer(conn: Any, verdict: DedupVerdict, content: str, tokens: froze
     floor = config.dedup_jaccard_threshold
     if near_misses:
         floor = min(floor, config.similar_jaccard_min)
-    scored = jaccard_store.candidates(conn, tokens, collection, limit, floor, now=now,
-                                      session_id=session_id)
-    contents = store.contents(conn, [memory_id for memory_id, _ in scored])
+    found = jaccard_store.candidates(conn, tokens, collection, limit, floor, now=now,
+                                     session_id=session_id)
+    scored = [(hit.memory_id, hit.jaccard) for hit in found]
+    contents = {hit.memory_id: hit.content for hit in found}
     # Jaccard must exceed its threshold; cosine only has to reach its own (docs/memory.md).
     return _judge(verdict, content, scored, contents,
                   lambda sim: sim > config.dedup_jaccard_threshold,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from robotmem_ros.engine import store, vocab_store
 from robotmem_ros.engine import text as textmod
@@ -33,6 +33,14 @@ from robotmem_ros.engine import text as textmod
 # than 3 at both (docs/performance.md, "Three of the rarest tokens").
 FTS_OVERLAP = 3
 MAX_GROUPS = 64
+
+
+class Candidate(NamedTuple):
+    """A fact the Jaccard layer may fold a new one into: its id, Jaccard and stored text."""
+
+    memory_id: int
+    jaccard: float
+    content: str
 
 
 def least_overlap(n: int, threshold: float) -> int:
@@ -61,15 +69,16 @@ def overlap_terms(n: int, threshold: float, overlap: int) -> tuple[int, int]:
 
 def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
                threshold: float, *, now: float, session_id: str = ''
-               ) -> list[tuple[int, float]]:
+               ) -> list[Candidate]:
     """
     Return the ``limit`` active facts nearest ``tokens`` with Jaccard >= ``threshold``.
 
-    (id, jaccard), best first, ties to the lower id; exact: the filter drops no such fact. In
-    a small store the postings held in the process (engine/resident_text.py), in a store with
-    a text index (engine/text_index.py) the index, name the facts that can reach the
-    threshold, except within a session; FTS5's rare-token filter otherwise. The index and
-    FTS5 find facts below the threshold as well, different ones: those are left out.
+    Best first, ties to the lower id, each with its text (the judge reads it); exact: the
+    filter drops no such fact. In a small store the postings held in the process
+    (engine/resident_text.py), in a store with a text index (engine/text_index.py) the index,
+    name the facts that can reach the threshold, except within a session; FTS5's rare-token
+    filter otherwise. The index and FTS5 find facts below the threshold as well, different
+    ones: those are left out.
     """
     if not tokens:
         return []
@@ -86,26 +95,30 @@ def candidates(conn: Any, tokens: frozenset[str], collection: str, limit: int,
         # and scored here (the postings are current: none).
         scores, changed = named
         rows = _passing(conn, changed, where, params, bodies=True)
-    passed = {memory_id for memory_id, _ in rows}
+    # The texts come with the SQL filters' answer; the FTS5 rows' own are read with the best.
+    contents = {memory_id: content for memory_id, _, content in rows if content is not None}
+    passed = {memory_id for memory_id, _, _ in rows}
     # The FTS body's Jaccard (the text's tokens, space separated) ranks; the kept ones are
     # then scored from their text, as the judge compares them.
     scores.update((memory_id, textmod.jaccard(tokens, textmod.body_jaccard_tokens(body)))
-                  for memory_id, body in rows)
+                  for memory_id, body, _ in rows)
     order = sorted((memory_id for memory_id, score in scores.items() if score >= threshold),
                    key=lambda memory_id: (-scores[memory_id], memory_id))
     best: list[int] = []
     for start in range(0, len(order), 2 * max(limit, 1)):
         chunk = order[start:start + 2 * max(limit, 1)]
         unchecked = [memory_id for memory_id in chunk if memory_id not in passed]
-        passed.update(memory_id for memory_id, _ in _passing(conn, unchecked, where, params))
+        for memory_id, _, content in _passing(conn, unchecked, where, params):
+            passed.add(memory_id)
+            contents[memory_id] = content
         best += [memory_id for memory_id in chunk if memory_id in passed][:limit - len(best)]
         if len(best) >= limit:
             break
-    marks = ','.join('?' * len(best))
-    kept = [(memory_id, textmod.jaccard(tokens, textmod.jaccard_tokens(content)))
-            for memory_id, content in conn.execute(
-                f'SELECT id, content FROM memories WHERE id IN ({marks})', best)]
-    return sorted(kept, key=lambda hit: (-hit[1], hit[0]))
+    contents.update(store.contents(conn, [i for i in best if i not in contents]))
+    kept = [Candidate(memory_id, textmod.jaccard(tokens, textmod.jaccard_tokens(
+        contents[memory_id])), contents[memory_id]) for memory_id in best
+        if memory_id in contents]  # a reader outside a transaction: a row may be gone since
+    return sorted(kept, key=lambda hit: (-hit.jaccard, hit.memory_id))
 
 
 def _named(conn: Any, tokens: frozenset[str], collection: str, threshold: float
@@ -126,28 +139,33 @@ def _named(conn: Any, tokens: frozenset[str], collection: str, threshold: float
 
 def _passing(conn: Any, ids: list[int], where: list[str], params: dict[str, Any], *,
              bodies: bool = False) -> list[Any]:
-    """(id, FTS body if ``bodies`` else None) of the memories ``ids`` that pass ``where``."""
+    """(id, FTS body if ``bodies`` else None, text) of the memories ``ids`` that pass ``where``."""
     if not ids:
         return []
     # CROSS JOIN: the ids are the outer loop (primary key and rowid lookups).
     body, join = (('f.body', ' CROSS JOIN memories_fts f ON f.rowid = m.id') if bodies
                   else ('NULL', ''))
     return conn.execute(
-        f'SELECT m.id, {body} FROM json_each(:ids) j CROSS JOIN memories m '
+        f'SELECT m.id, {body}, m.content FROM json_each(:ids) j CROSS JOIN memories m '
         f'ON m.id = j.value{join} WHERE {" AND ".join(where)}',
         {**params, 'ids': json.dumps(ids)}).fetchall()
 
 
 def _matched(conn: Any, tokens: frozenset[str], threshold: float, where: list[str],
              params: dict[str, Any]) -> list[Any]:
-    """FTS5's rows holding k of the q rarest tokens (overlap_terms) that pass ``where``."""
+    """
+    (id, FTS body, None) of FTS5's rows holding k of the q rarest tokens that pass ``where``.
+
+    k and q as overlap_terms gives them. The texts are not read here, where thousands of rows
+    may match: candidates reads those of the best few.
+    """
     size, k = overlap_terms(len(tokens), threshold, FTS_OVERLAP)
     prefix = [_quoted(t) for t in vocab_store.rarest(conn, tokens, size)]
     params['q'] = ' OR '.join('(' + ' AND '.join(group) + ')'
                               for group in itertools.combinations(prefix, k))
     # CROSS JOIN: the FTS match list is the outer loop (see store.fts_search).
     return conn.execute(
-        f'SELECT m.id, memories_fts.body FROM memories_fts CROSS JOIN memories m '
+        f'SELECT m.id, memories_fts.body, NULL FROM memories_fts CROSS JOIN memories m '
         f'ON m.id = memories_fts.rowid WHERE memories_fts MATCH :q AND {" AND ".join(where)}',
         params).fetchall()
 
