@@ -155,6 +155,20 @@ def test_8_bit_codes_are_within_half_a_step_and_unknown_vectors_are_marked():
     assert list(scale[20:]) == [0.0, 0.0]  # missing, other width: always read
 
 
+def test_sign_bit_candidates_come_by_distance_then_position():
+    """The counted cut gives the order a full sort would: a first batch of exactly pool."""
+    from robotmem_ros.engine.vector_index import _nearest_first
+    rng = np.random.default_rng(9)
+    for _ in range(200):
+        size, pool = int(rng.integers(1, 3000)), int(rng.integers(1, 300))
+        distance = rng.integers(0, int(rng.integers(1, 385)), size=size).astype(np.uint16)
+        batches = list(_nearest_first(distance, pool))
+        assert len(batches[0]) == min(pool, size)
+        assert all(len(batch) <= 4 * pool for batch in batches[1:])
+        assert np.array_equal(np.concatenate(batches),
+                              np.lexsort((np.arange(size), distance)))
+
+
 def test_filtered_search_returns_k_when_k_exist(tmp_path):
     rng = np.random.default_rng(1)
     engine = make_engine(tmp_path)
