@@ -65,7 +65,7 @@ def _channel(engine: Any, query: str) -> list[tuple[int, float]]:
                             engine.config.fusion_depth, now=time.time())
 
 
-def _jaccard_candidates(engine: Any, content: str) -> list[tuple[int, float]]:
+def _jaccard_candidates(engine: Any, content: str) -> list[Any]:
     from robotmem_ros.engine import jaccard_store
     from robotmem_ros.engine import text as textmod
     return jaccard_store.candidates(engine.db.reader(), textmod.jaccard_tokens(content),
