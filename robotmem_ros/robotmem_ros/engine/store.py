@@ -539,7 +539,7 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         rows = _ranked_first(conn, where, params, depth, ids)
         if len(rows) < int(limit):  # too few passed among the best: rank every one in the set
             rows = _ranked_first(conn, where, params, -1, ids)
-        return [(row[0], row[1]) for row in rows]
+        return rows
     if not (session_id or context):
         # Most matches pass the filters left: FTS5 (or the postings held for a small store)
         # ranks them alone (no join per match).
@@ -547,7 +547,7 @@ def fts_search(conn: Any, query: str, collection: str, limit: int, *, now: float
         if rows is None:
             rows = _ranked_first(conn, where, params, depth, None)
         if len(rows) == int(limit):
-            return [(row[0], row[1]) for row in rows]
+            return rows
     # A selective filter (session, context) or too few in the first pass: filter every match
     # and rank only those that pass. CROSS JOIN pins the FTS table as the outer loop: with a
     # plain JOIN the planner may walk idx_memories_collection and evaluate MATCH once per
@@ -629,7 +629,7 @@ def _scored_apart(conn: Any, where: list[str], params: dict[str, Any], ids: Sequ
 
 
 def _ranked_first(conn: Any, where: list[str], params: dict[str, Any], depth: int,
-                  within: Sequence[int] | None) -> list[Any]:
+                  within: Sequence[int] | None) -> list[tuple[int, float]]:
     """
     Rank the matches in FTS5 alone, then run the filters on the best ``depth`` (-1: all).
 
@@ -645,11 +645,11 @@ def _ranked_first(conn: Any, where: list[str], params: dict[str, Any], depth: in
         params['ids'] = json.dumps(list(within))
         lookup = 'rowid' if len(within) <= ROWID_LOOKUPS else '+rowid'
         match += f' AND {lookup} IN (SELECT value FROM json_each(:ids))'
-    return conn.execute(
+    return [(row[0], row[1]) for row in conn.execute(
         f'SELECT f.rowid, f.score FROM (SELECT rowid, bm25(memories_fts) AS score '
         f'FROM memories_fts WHERE {match} ORDER BY score LIMIT :depth) f '
         f'CROSS JOIN memories m ON m.id = f.rowid WHERE {" AND ".join(where[1:])} '
-        f'ORDER BY f.score LIMIT :lim', params).fetchall()
+        f'ORDER BY f.score LIMIT :lim', params)]
 
 
 # The active memories stored just before / after each of :ids in its collection and session,
