@@ -123,8 +123,10 @@ def test_the_text_index_names_the_same_candidates(tmp_path: pathlib.Path,
     assert set(ids[len(facts) // 2:]) <= set(named[1])  # the facts it does not hold yet
     monkeypatch.setattr(text_index, 'OVERLAPPING_FIRST', 2)  # a second, wider search
     monkeypatch.setattr(text_index, 'MAX_OVERLAPPING', 3)  # more share a token: FTS5 answers
-    assert engine.db.text.overlapping(conn, tokens, 'default', 0.0) is None
+    assert engine.db.text.overlapping(conn, tokens, 'default', 0.1) is None
     monkeypatch.setattr(text_index, 'MAX_OVERLAPPING', len(facts))
+    assert engine.db.text.overlapping(conn, tokens, 'default', 0.1) is not None
+    assert engine.db.text.overlapping(conn, tokens, 'default', 0.0) is None  # any length
     _check_exhaustively(conn, facts, ids, now)
     assert (max(nested) > 0) == (nested_max > 0)  # the data holds common tokens
     engine.close()
@@ -150,6 +152,23 @@ def test_the_weighted_bar_lets_every_fact_that_reaches_the_threshold_pass(
     # Stored weights give the multiplier tantivy applies: log2(2 + jw).
     assert math.isclose(math.log2(2.0 + text_index._length_weight(9)),
                         float(text_index._multiplier(np.array([9.0]))[0]))
+
+
+@pytest.mark.parametrize('threshold', [0.05, 0.3, 0.5, 0.7, 0.9, 1.0])
+def test_the_length_gates_hold_every_fact_that_reaches_the_threshold(threshold: float) -> None:
+    """Each overlap o of n query and b fact tokens with Jaccard >= t has a gate that asks <= o."""
+    sizes = np.arange(1, 400)
+    buckets = np.array([text_index.length_bucket(int(size)) for size in sizes])
+    assert np.all(np.diff(buckets) >= 0) and buckets[14] == 15  # its own length up to 15
+    gated = 0
+    for n in range(1, 61):
+        least = text_index._least_overlaps(n, threshold)
+        asked = np.array([least.get(int(bucket), n + 1) for bucket in buckets])
+        for overlap in range(1, n + 1):
+            reach = (overlap / (n + sizes - overlap) >= threshold) & (sizes >= overlap)
+            assert np.all(asked[reach] <= overlap), (n, overlap)
+            gated += int(np.count_nonzero(reach))
+    assert gated >= 60  # b = o = n reaches every t: at least one pair for each n
 
 
 # 'all to SQL': the index leaves every filter to SQL, as one held by nearly every document.
@@ -186,7 +205,7 @@ def test_candidates_keep_to_active_facts_of_the_collection_and_session(
         assert len(engine.db.resident.overlapping(conn, tokens, 0.7)) == 6
     elif indexed:
         wait_for_text_index(engine, conn)
-        assert engine.db.text.overlapping(conn, tokens, 'a', 0.0) is not None
+        assert engine.db.text.overlapping(conn, tokens, 'a', 0.01) is not None
 
     def named(**session: str) -> list[int]:
         return [hit.memory_id for hit in jaccard_store.candidates(
@@ -194,6 +213,6 @@ def test_candidates_keep_to_active_facts_of_the_collection_and_session(
 
     assert named() == [mine, in_session]
     assert named(session_id='s2') == [in_session]
-    everything = jaccard_store.candidates(conn, tokens, 'a', 10, 0.0, now=now)
+    everything = jaccard_store.candidates(conn, tokens, 'a', 10, 0.01, now=now)
     assert not {other, seen} & {hit.memory_id for hit in everything}
     engine.close()

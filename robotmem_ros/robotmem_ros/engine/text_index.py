@@ -51,8 +51,9 @@ from robotmem_ros.engine import text as textmod
 
 LOG = logging.getLogger('robotmem.engine')
 
-# 2: type and ntok, for the Jaccard layer; 3: ctx, for filtered searches; 4: jw (_length_weight)
-FORMAT = 4
+# 2: type and ntok, for the Jaccard layer; 3: ctx, for filtered searches; 4: jw (_length_weight);
+# 5: sized (length_bucket)
+FORMAT = 5
 CATCH_UP_S = 1.0
 PRUNE_AFTER_S = 30.0
 WRITER_HEAP = 15_000_000  # tantivy's least heap for one indexing thread
@@ -62,9 +63,11 @@ MAX_CHANGED = 10_000
 # The Jaccard layer asks for this many facts sharing enough tokens first, for all of them
 # next, and gives way to FTS5 beyond the most.
 OVERLAPPING_FIRST = 4_096
-# Of the rarest tokens, a fact must hold this many (a minimum-should-match): 3 measured slower
-# than 2 at 1M memories (docs/performance.md, "Three of the rarest tokens").
+# Of the rarest tokens of its length, a fact must hold this many (a minimum-should-match): 3
+# measured slower than 2 at 1M memories (docs/performance.md, "Three of the rarest tokens").
 OVERLAP = 2
+# length_bucket: a length of its own up to this, then buckets 1/8 to 1/16 of the length wide.
+EXACT_LENGTHS = 15
 NESTED_MAX = 8  # a nested level costs each fact found a step: 0.6 ms a level for 40 000
 MAX_OVERLAPPING = 50_000
 # From this many facts named by the rare tokens at most (their postings over k), the query
@@ -409,51 +412,62 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
     """
     Return {id: Jaccard} of the active facts whose Jaccard with ``tokens`` reaches ``threshold``.
 
-    Such a fact holds m of the n tokens (jaccard_store.least_overlap), hence k of the q rarest
-    (overlap_terms): tantivy intersects those rare posting lists and counts the common tokens
-    only for the facts found, every token scoring 1, so a fact's score is its overlap o; with
-    its own token count b (fast field ``ntok``) its Jaccard is o / (n + b − o). None when more
-    than MAX_OVERLAPPING facts share m tokens.
+    Such a fact, of b tokens, holds m_b of the n tokens (_least_overlaps), hence k of any
+    n − m_b + k of them: the gate asks, for each length bucket that can reach the threshold,
+    for k of the rarest tokens among that bucket's facts (field ``sized``), and tantivy counts
+    the n tokens only for the facts found, every token scoring 1, so a fact's score is its
+    overlap o; with its own token count b (fast field ``ntok``) its Jaccard is o / (n + b − o).
+    None when more than MAX_OVERLAPPING facts share enough tokens, or for a threshold of 0,
+    which every length can reach.
 
     Rarity is tantivy's document frequency: it orders the tokens, which only sets the cost.
-    A token in more documents than half the facts the rare ones can name is counted in a level
-    of its own (the NESTED_MAX most common): tantivy seeks a lone optional term along its skip
+    A token in more documents than half the facts the gate can name is counted in a level of
+    its own (the NESTED_MAX most common): tantivy seeks a lone optional term along its skip
     list to each fact found, but walks a union of optional terms over every document in
     between (docs/performance.md, "The Jaccard layer's query").
 
     Best first, the search is complete once its last hit scores below what a fact that
-    reaches the threshold scores. Unweighted that bar is m tokens, which thousands of long
-    facts pass at 1M; where the rare tokens name many facts, each score is weighted by the
+    reaches the threshold scores. Unweighted that bar is the least m_b, which thousands of
+    long facts may pass at 1M; where the gate names many facts, each score is weighted by the
     fact's length instead (_length_weight), and only a few dozen pass (_weighted_bar).
     """
     import tantivy
+    if threshold <= 0.0:
+        return None
     n = len(tokens)
-    size, k = jaccard_store.overlap_terms(n, threshold, OVERLAP)
     schema, searcher = index.schema, index.searcher()
     counts = {term: searcher.doc_freq('body', term) for term in tokens}
     order = sorted(tokens, key=lambda term: (counts[term], term))
-    named = sum(counts[term] for term in order[:size]) / k  # at most, by the rare tokens
-    common = _nested(order, counts, size, named)
 
-    def one(term: str) -> Any:
-        query = tantivy.Query.term_query(schema, 'body', term, index_option='basic')
-        return tantivy.Query.const_score_query(query, 1.0)
+    def one(field: str, term: str, score: float) -> Any:
+        query = tantivy.Query.term_query(schema, field, term, index_option='basic')
+        return tantivy.Query.const_score_query(query, score)
 
-    rare = tantivy.Query.boolean_query(
-        [(tantivy.Occur.Should, one(term)) for term in order[:size]], k)
+    least = _least_overlaps(n, threshold)
+    gates, named = [], 0.0
+    for bucket, m in least.items():
+        k = min(OVERLAP, m)
+        size = n - m + k
+        sized = {term: searcher.doc_freq('sized', f'{bucket}:{term}') for term in tokens}
+        rare = sorted(tokens, key=lambda term: (sized[term], term))[:size]
+        named += sum(sized[term] for term in rare) / k  # at most, by this bucket's gate
+        gates.append((tantivy.Occur.Should, tantivy.Query.boolean_query(
+            [(tantivy.Occur.Should, one('sized', f'{bucket}:{term}', 0.0)) for term in rare],
+            k)))
+    common = _nested(order, counts, named)
     query = tantivy.Query.boolean_query(
-        [(tantivy.Occur.Must, rare)]
-        + [(tantivy.Occur.Should, one(term)) for term in order[size:] if term not in common]
+        [(tantivy.Occur.Must, tantivy.Query.boolean_query(gates))]
+        + [(tantivy.Occur.Should, one('body', term, 1.0)) for term in order
+           if term not in common]
         + _filters(searcher, schema, [('collection', collection), ('status', 'active'),
                                       ('type', 'fact')]))
     for term in common:
         query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Must, query), (tantivy.Occur.Should, one(term))])
+            [(tantivy.Occur.Must, query), (tantivy.Occur.Should, one('body', term, 1.0))])
     weighted = named >= WEIGHTED_FROM
     limit = WEIGHTED_FIRST if weighted else OVERLAPPING_FIRST
     while True:
-        bar = (_weighted_bar(n, threshold) if weighted
-               else jaccard_store.least_overlap(n, threshold) - 0.5)
+        bar = (_weighted_bar(n, threshold) if weighted else min(least.values()) - 0.5)
         result = searcher.search(query, limit, count=True,
                                  weight_by_field='jw' if weighted else None)
         hits = result.hits
@@ -475,6 +489,36 @@ def _overlapping(conn: Any, index: Any, tokens: frozenset[str], collection: str,
     reach = np.flatnonzero(scores >= threshold)
     return {int(memory_id): float(score) for memory_id, score in zip(
         searcher.fast_field_values('id', [found[i] for i in reach]), scores[reach])}
+
+
+def length_bucket(size: int) -> int:
+    """
+    Return the length bucket of a fact of ``size`` Jaccard tokens (its ``sized`` terms' prefix).
+
+    Its own length up to EXACT_LENGTHS, then 8 buckets a power of two: integers only, so an
+    index and a query agree on every machine.
+    """
+    if size <= EXACT_LENGTHS:
+        return size
+    shift = size.bit_length() - 4
+    return 8 * shift + (size >> shift)
+
+
+def _least_overlaps(n: int, threshold: float) -> dict[int, int]:
+    """
+    {bucket: the least overlap with n tokens of a fact of that bucket that reaches threshold}.
+
+    A fact of b tokens reaches t when its overlap o ≥ c·(n + b), c = t / (1 + t), and holds
+    o ≤ min(n, b): only b within [t·n, n / t] can. A bucket's least is that of its shortest
+    length in the window. ``threshold`` > 0.
+    """
+    least: dict[int, int] = {}
+    for size in range(max(1, math.floor(threshold * n)), math.floor(n / threshold) + 2):
+        overlap = jaccard_store.least_overlap(n + size, threshold / (1.0 + threshold))
+        if overlap <= min(n, size):
+            bucket = length_bucket(size)
+            least[bucket] = min(least.get(bucket, overlap), overlap)
+    return least
 
 
 def _length_weight(sizes: Any) -> Any:
@@ -511,9 +555,9 @@ def _weighted_bar(n: int, threshold: float) -> float:
     return WEIGHT_SPAN * least * (1.0 - 1e-6)
 
 
-def _nested(order: list[str], counts: dict[str, int], size: int, named: float) -> list[str]:
-    """Return the tokens past the ``size`` rare ones that _overlapping counts level by level."""
-    common = [term for term in order[size:] if 2 * counts[term] > named]
+def _nested(order: list[str], counts: dict[str, int], named: float) -> list[str]:
+    """Return the tokens that _overlapping counts level by level."""
+    common = [term for term in order if 2 * counts[term] > named]
     return common[max(len(common) - NESTED_MAX, 0):]  # the most common ones
 
 
@@ -601,10 +645,12 @@ def _term(value: Any) -> str | None:
 def _document(row: Any) -> Any:
     import tantivy
     values = json.loads(row[4]) if row[4] is not None else []
-    size = len(textmod.body_jaccard_tokens(row[5]))
+    tokens = textmod.body_jaccard_tokens(row[5])
+    bucket = length_bucket(len(tokens))
     return tantivy.Document(id=row[0], collection=row[1], status=row[2], type=row[3],
                             ctx=context_terms(enumerate(values)), body=row[5],
-                            ntok=size, jw=float(_length_weight(size)))
+                            ntok=len(tokens), jw=float(_length_weight(len(tokens))),
+                            sized=' '.join(f'{bucket}:{term}' for term in tokens))
 
 
 def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
@@ -625,6 +671,8 @@ def _open_index(directory: pathlib.Path, *, create: bool = False) -> Any:
         builder.add_integer_field('ntok', fast=True)  # the body's Jaccard token count
         builder.add_float_field('jw', fast=True)  # _length_weight(ntok)
         builder.add_text_field('body', tokenizer_name=_TOKENIZER, index_option='freq')
+        # Each Jaccard token prefixed by the fact's length_bucket: the Jaccard layer's gate.
+        builder.add_text_field('sized', tokenizer_name=_TOKENIZER, index_option='basic')
         index = tantivy.Index(builder.build(), path=str(directory))
     else:
         index = tantivy.Index.open(str(directory))
