@@ -25,7 +25,7 @@ The SQLite file stays the source of truth; this index is a cache of its FTS rows
   and deletes log rows the index has held for PRUNE_AFTER_S: longer than any search keeps the
   state it read.
 * An index that is missing, unreadable, of another store or ahead of the store's log is built
-  again from the FTS rows in the background (about 10 s per million rows); FTS5 answers until
+  again from the FTS rows in the background (about 30 s per million rows); FTS5 answers until
   it is ready. Only one process writes an index (tantivy's own lock); another one reads it.
 """
 
