@@ -66,7 +66,8 @@ OVERLAPPING_FIRST = 4_096
 # Of the rarest tokens of its length, a fact must hold this many (a minimum-should-match): 3
 # measured slower than 2 at 1M memories (docs/performance.md, "Three of the rarest tokens").
 OVERLAP = 2
-# length_bucket: a length of its own up to this, then buckets 1/8 to 1/16 of the length wide.
+# length_bucket: a length of its own up to this, then buckets 1/8 to 1/16 of the length wide
+# (part of the index's format).
 EXACT_LENGTHS = 15
 NESTED_MAX = 8  # a nested level costs each fact found a step: 0.6 ms a level for 40 000
 MAX_OVERLAPPING = 50_000
@@ -504,20 +505,32 @@ def length_bucket(size: int) -> int:
     return 8 * shift + (size >> shift)
 
 
+def _next_bucket(size: int) -> int:
+    """Return the least length past ``size`` in another bucket (length_bucket)."""
+    if size < EXACT_LENGTHS:
+        return size + 1
+    shift = max(size.bit_length() - 4, 0)
+    return ((size >> shift) + 1) << shift
+
+
 def _least_overlaps(n: int, threshold: float) -> dict[int, int]:
     """
     {bucket: the least overlap with n tokens of a fact of that bucket that reaches threshold}.
 
     A fact of b tokens reaches t when its overlap o ≥ c·(n + b), c = t / (1 + t), and holds
-    o ≤ min(n, b): only b within [t·n, n / t] can. A bucket's least is that of its shortest
-    length in the window. ``threshold`` > 0.
+    o ≤ min(n, b): only b within [t·n, n / t] can. The overlap needed grows with b, so a
+    bucket's least is that of its shortest length in the window, and the loop steps from
+    bucket to bucket (a low threshold's window is long). ``threshold`` > 0.
     """
     least: dict[int, int] = {}
-    for size in range(max(1, math.floor(threshold * n)), math.floor(n / threshold) + 2):
+    size = max(1, math.floor(threshold * n))
+    while size <= n / threshold + 1:
         overlap = jaccard_store.least_overlap(n + size, threshold / (1.0 + threshold))
         if overlap <= min(n, size):
-            bucket = length_bucket(size)
-            least[bucket] = min(least.get(bucket, overlap), overlap)
+            least.setdefault(length_bucket(size), overlap)
+            size = _next_bucket(size)
+        else:
+            size += 1
     return least
 
 
