@@ -427,6 +427,7 @@ class EngineStage(Candidate):
                                      for i in range(start, end, step)))
         self.name = f'engine stage IVF{self.index.nlist},{self.index.codes}'
         self.rescore_n = vector_index.ANN_CANDIDATES
+        self.pack = ann_stage.pack
 
     def settings(self) -> list[str]:
         return [f'nprobe={value}' for value in self.args.nprobes]
@@ -437,7 +438,8 @@ class EngineStage(Candidate):
     def candidates(self, query: np.ndarray, filt: str) -> np.ndarray:
         mask = self.mask(filt)
         mask = np.ones(self.index.size, dtype=bool) if mask is None else mask
-        return self.index.search(query, mask, int(np.count_nonzero(mask)), self.rescore_n)
+        return self.index.search(query, self.pack(mask), int(np.count_nonzero(mask)),
+                                 mask.size, self.rescore_n)
 
     def add_one(self, row: int, vector: np.ndarray) -> None:
         self.index.add(vector[None, :])

@@ -216,12 +216,43 @@ def test_compacted_lists_answer_as_built_and_take_appends():
         stage.add(vectors[start:min(start + 700, 2_500)])
     everything = np.ones(len(vectors), dtype=bool)
     queries = vectors[::97]
-    built = [stage.search(q, everything[:stage.size], stage.size, 20) for q in queries]
+    bitmap = ann_stage.pack(everything[:stage.size])
+    built = [stage.search(q, bitmap, stage.size, stage.size, 20) for q in queries]
     stage.compact()
-    assert [stage.search(q, everything[:stage.size], stage.size, 20).tolist()
+    assert [stage.search(q, bitmap, stage.size, stage.size, 20).tolist()
             for q in queries] == [found.tolist() for found in built]
     stage.add(vectors[2_500:])
     assert stage.size == len(vectors)
     for position in (2_500, 2_777, len(vectors) - 1):
-        found = stage.search(vectors[position], everything, len(vectors), 5)
+        found = stage.search(vectors[position], ann_stage.pack(everything), len(vectors),
+                             len(vectors), 5)
         assert position in found.tolist()
+
+
+def test_positions_past_a_bitmap_are_never_proposed():
+    # A stage that grew after a search took its mask (another thread's refresh) holds
+    # positions the bitmap has no bit for; faiss must not read past its last byte for them.
+    rng = np.random.default_rng(12)
+    vectors = _topics(rng, 20, 100)
+    stage = ann_stage.AnnStage(vectors.shape[1], len(vectors), nprobe=8)
+    stage.train(vectors)
+    stage.add(vectors)
+    for held in (1_000, 1_003, 1_997):  # a whole last byte, a partial one
+        bitmap = ann_stage.pack(np.ones(held, dtype=bool))
+        for position in range(held, len(vectors), 37):  # each query is a vector past them
+            found = stage.search(vectors[position], bitmap, 1, held, 50)  # every list probed
+            assert found.size == 50 and found.max() < held
+
+
+def test_a_kept_bitmap_is_the_packed_mask_as_it_grows():
+    # The kept mask packs only the bytes from its last packed one on; growing by steps that
+    # end inside bytes (and past the buffer's slack) must give the bytes packed whole.
+    rng = np.random.default_rng(13)
+    kept = vector_index._Mask(np.zeros(16, dtype=bool), 0, 0, 0)
+    for step in (5, 1, 8, 3, 700, 13, vector_index.MASK_SLACK + 9, 2):
+        size = kept.size + step
+        bits = np.zeros(size + 11, dtype=bool)
+        bits[:kept.size] = kept.bits[:kept.size]
+        bits[kept.size:size] = rng.random(step) < 0.5
+        kept.bits, kept.size = bits, size
+        assert kept.bitmap().tolist() == ann_stage.pack(bits[:size]).tolist()

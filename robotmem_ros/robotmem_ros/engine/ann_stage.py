@@ -113,20 +113,21 @@ class AnnStage:
         ivf.replace_invlists(exact, True)  # frees the grown lists
         exact.thisown = False  # the index owns it now
 
-    def search(self, query: np.ndarray, mask: np.ndarray, selected: int,
+    def search(self, query: np.ndarray, bitmap: np.ndarray, selected: int, held: int,
                count: int) -> np.ndarray:
         """
-        Positions of the ``count`` best candidates among ``mask`` (a bool array over positions).
+        Positions of the ``count`` best candidates among those set in ``bitmap``.
 
-        The mask is tested inside the scan, so a filter never leaves slots to rows it excludes;
-        ``selected`` (how many positions it keeps) sets how many lists are probed.
-        Positions beyond ``size`` are not in the index yet and the caller searches them itself.
+        ``bitmap`` is a selection's mask packed eight positions to a byte (``pack``); it is
+        tested inside the scan, so a filter never leaves slots to rows it excludes. A position
+        past its last byte is excluded: faiss bounds the bitmap by its length in bytes, and a
+        stage that grew after the mask was taken holds such positions. ``selected`` of ``held``
+        positions pass the filter, which sets how many lists are probed. Positions beyond
+        ``size`` are not in the index yet and the caller searches them itself.
         """
         _one_thread()
-        bits = np.packbits(mask[:self.size], bitorder='little')
-        selector = faiss.IDSelectorBitmap(self.size, faiss.swig_ptr(bits))
-        params = faiss.SearchParametersIVF(sel=selector,
-                                           nprobe=self.probes(selected, mask.size))
+        selector = faiss.IDSelectorBitmap(bitmap.size, faiss.swig_ptr(bitmap))
+        params = faiss.SearchParametersIVF(sel=selector, nprobe=self.probes(selected, held))
         _, positions = self._index.search(
             np.asarray(query, dtype=np.float32)[None, :], count, params=params)
         found = positions[0]
@@ -148,6 +149,11 @@ class AnnStage:
         """Bytes the index holds (codes and ids in the lists, centroids), for stats and benches."""
         ivf = faiss.downcast_index(self._index)
         return int(ivf.invlists.compute_ntotal() * (ivf.code_size + 8) + ivf.nlist * ivf.d * 4)
+
+
+def pack(mask: np.ndarray) -> np.ndarray:
+    """Pack a bool mask over positions as faiss's ``IDSelectorBitmap`` reads it (little bits)."""
+    return np.packbits(mask, bitorder='little')
 
 
 def _one_thread() -> None:
