@@ -242,6 +242,47 @@ def test_positions_past_a_bitmap_are_never_proposed():
         for position in range(held, len(vectors), 37):  # each query is a vector past them
             found = stage.search(vectors[position], bitmap, 1, held, 50)  # every list probed
             assert found.size == 50 and found.max() < held
+    # A kept bitmap's last byte can gain the bits of positions appended after a search took
+    # it (_Mask.bitmap): the search still proposes none past the size it was asked with.
+    bitmap = ann_stage.pack(np.ones(1_008, dtype=bool))
+    for position in range(1_003, 1_008):
+        found = stage.search(vectors[position], bitmap, 1, 1_003, 50)
+        assert found.size and found.max() < 1_003
+
+
+def test_a_search_raced_by_a_growing_refresh_reads_only_the_arrays_it_took(tmp_path):
+    # A recall takes its mask's bitmap and the id arrays under the index's lock and asks the
+    # stage after releasing it. A learn committed in between can reallocate the arrays (full
+    # after a chunked load) and, searching with the same mask, set the new position's bit in
+    # the shared last byte: the recall must not look that position up in its shorter arrays.
+    rng = np.random.default_rng(14)
+    held = 1_999  # loaded in chunks of 1 000: the arrays are full, the last byte partial
+    vectors = _topics(rng, 20, 100)
+    engine = make_engine(tmp_path, ann_min_vectors=1_000, ann_nprobe=16)
+    bulk_vectors(engine, vectors[:held])
+    index = engine.db.vectors
+    _built(engine, held)
+    assert len(index._ids) == held
+    stage_lock, learned = index._ann_lock, []
+
+    class LearnFirst:
+        """The stage's lock, taken by the recall only after a learn has stored and searched."""
+
+        def __enter__(self):
+            if not learned:
+                learned.append(bulk_vectors(engine, vectors[held:held + 1]))
+                store.vec_search(engine.db.reader(), vectors[held], 'default', 10)
+            return stage_lock.__enter__()
+
+        def __exit__(self, *exc):
+            return stage_lock.__exit__(*exc)
+
+    index._ann_lock = LearnFirst()
+    found = store.vec_search(engine.db.reader(), vectors[held], 'default', 10)
+    index._ann_lock = stage_lock
+    assert learned and len(index._ids) > held  # the race happened
+    assert len(found) == 10 and index.stats()['entries'] == held + 1
+    engine.close()
 
 
 def test_a_kept_bitmap_is_the_packed_mask_as_it_grows():

@@ -119,11 +119,13 @@ class AnnStage:
         Positions of the ``count`` best candidates among those set in ``bitmap``.
 
         ``bitmap`` is a selection's mask packed eight positions to a byte (``pack``); it is
-        tested inside the scan, so a filter never leaves slots to rows it excludes. A position
-        past its last byte is excluded: faiss bounds the bitmap by its length in bytes, and a
-        stage that grew after the mask was taken holds such positions. ``selected`` of ``held``
-        positions pass the filter, which sets how many lists are probed. Positions beyond
-        ``size`` are not in the index yet and the caller searches them itself.
+        tested inside the scan, so a filter never leaves slots to rows it excludes. The mask
+        was taken over ``held`` positions, and ``selected`` of them pass the filter, which sets
+        how many lists are probed. A stage that grew after the mask was taken holds positions
+        past ``held``, which the caller's arrays of that moment lack: none is returned, though
+        a bitmap kept with a growing mask can gain their bits in its last byte (and faiss
+        bounds the bitmap by its length in bytes only). Positions beyond ``size`` are not in
+        the index yet and the caller searches them itself.
         """
         _one_thread()
         selector = faiss.IDSelectorBitmap(bitmap.size, faiss.swig_ptr(bitmap))
@@ -131,7 +133,7 @@ class AnnStage:
         _, positions = self._index.search(
             np.asarray(query, dtype=np.float32)[None, :], count, params=params)
         found = positions[0]
-        return found[found >= 0]
+        return found[(found >= 0) & (found < held)]
 
     def probes(self, selected: int, held: int) -> int:
         """

@@ -605,8 +605,8 @@ class _Mask:
 
         Only the bytes from the last one packed on are packed again: packing a 1M-position
         mask whole took 0.07 ms of every search at 1M that the stage answers. A bitmap returned
-        earlier may see its last byte gain the bits of positions appended since; they pass the
-        same filters, and rescoring reads them back like any candidate.
+        earlier may see its last byte gain the bits of positions appended since; the stage
+        returns no position past the size its search was asked with (AnnStage.search).
         """
         whole = -(-self.size // 8)
         if len(self.packed) < whole:
