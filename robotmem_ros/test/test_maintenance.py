@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import pathlib
+import time
 from typing import Any
 
+from engine_helpers import make_engine, wait_for_postings, wait_for_text_index
 import pytest
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import consistency_store, database, MemoryEngine, store
+from robotmem_ros.engine import consistency_store, database, MemoryEngine, store, text_index
+from robotmem_ros.engine import vocab_store
 from robotmem_ros.engine.doctor import check_file
 from robotmem_ros.engine.maintenance import MAX_CLEANUP_OPS
 from robotmem_ros.errors import CorruptDatabaseError, NotFoundError, StorageError, ValidationError
@@ -266,6 +269,54 @@ def test_a_damaged_fts_index_is_typed_as_corruption(tmp_path):
         assert report['problems']['fts_index'] == 1 and report['repaired']['fts_index'] == 1
     else:  # SQLite's own check saw it first (3.51 does): nothing is repaired then
         assert not report['ok'] and report['repaired'] == {}
+    engine.close()
+
+
+def test_a_repair_reaches_the_text_index(tmp_path, monkeypatch):
+    """
+    FTS rows the repair writes again are logged for the text index.
+
+    The triggers see no change of the memory itself, and the index would go on answering from
+    its old documents.
+    """
+    monkeypatch.setattr(text_index, 'CATCH_UP_S', 0.05)
+    engine = make_engine(tmp_path, text_index_min_rows=50)
+    engine.save_perceptions([PerceptionInput(description=f'reading number {i} of the arm')
+                             for i in range(200)])
+    target, = engine.save_perceptions([PerceptionInput(
+        description='the zebra cup sits on the shelf')])
+    with engine.db.write() as conn:  # a damaged store: one memory's FTS row is missing
+        store.unindex_text(conn, target)
+    conn = engine.db.reader()
+    wait_for_text_index(engine, conn)
+    assert engine.doctor(repair=True)['repaired']['fts_missing'] == 1
+    wait_for_text_index(engine, conn)
+    assert [i for i, _ in store.fts_search(conn, '"zebra"', 'default', 5, now=time.time())
+            ] == [target]
+    engine.close()
+
+
+def test_a_rebuilt_fts_table_repeats_no_structure_readers_hold(tmp_path):
+    """
+    A rebuilt FTS table repeats no structure record of an earlier one (rebuild_fts).
+
+    FTS5 starts a recreated table's records over, and the postings of a small store and the
+    term counts are keyed on them.
+    """
+    engine = make_engine(tmp_path)
+    engine.learn('the torque wrench lives in the second drawer')
+    conn = engine.db.reader()
+    wait_for_postings(engine, conn)  # they hold the store as of the first learn
+    held = vocab_store.structure(conn)
+    later = engine.learn('the red cup is on the left shelf').memory_id
+    for _ in range(2):  # a second rebuild must not repeat the first one's records either
+        seen = vocab_store.structure(conn)
+        with engine.db.write() as writer:
+            consistency_store.rebuild_fts(writer)
+        assert vocab_store.structure(conn) not in (held, seen)
+    wait_for_postings(engine, conn)
+    assert [i for i, _ in engine.db.resident.ranked(conn, ['cup', 'red'], 5)] == [later]
+    assert engine.recall('red cup left shelf').memories[0].id == later
     engine.close()
 
 

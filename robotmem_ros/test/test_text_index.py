@@ -15,7 +15,7 @@ from typing import Any
 
 from engine_helpers import make_engine, wait_for_text_index
 import pytest
-from robotmem_ros.engine import store, text_index
+from robotmem_ros.engine import store, text_index, text_log_store
 from robotmem_ros.engine import text as textmod
 from test_fts_ranking import fill_two_collections
 
@@ -338,7 +338,7 @@ def test_the_log_stays_bounded_when_no_index_reads_it(
     monkeypatch.setattr(text_index, 'PRUNE_AFTER_S', 0.0)
     engine = make_engine(tmp_path, text_index_min_rows=0)
     conn = engine.db.reader()
-    assert _log_rows(conn) == 0 and store.get_meta(conn, text_index.META_KEY) is not None
+    assert _log_rows(conn) == 0 and text_log_store.token(conn) is not None
     with engine.db.write() as writer:
         store.set_status(writer, ids[40], 'forgotten', now=now)
     assert _log_rows(conn) == 1
@@ -347,7 +347,7 @@ def test_the_log_stays_bounded_when_no_index_reads_it(
     shutil.rmtree(text_index.path_for(db))
     engine = make_engine(tmp_path, text_index_min_rows=0)
     conn = engine.db.reader()
-    assert _log_rows(conn) == 0 and store.get_meta(conn, text_index.META_KEY) is None
+    assert _log_rows(conn) == 0 and text_log_store.token(conn) is None
     with engine.db.write() as writer:
         store.set_status(writer, ids[41], 'forgotten', now=now)
     assert _log_rows(conn) == 0

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from robotmem_ros.engine import count_ledger, schema, store
+from robotmem_ros.engine import count_ledger, schema, store, text_log_store
 from robotmem_ros.engine import text as textmod
 
 UNIQUE_INDEX = 'uq_memories_active_fact'
+FTS_GENERATION_KEY = 'fts_generation'  # the FTS table's rebuilds (rebuild_fts)
+FTS5_DEFAULT_CRISISMERGE = 16  # fts5Int.h: FTS5_DEFAULT_CRISISMERGE
 # Tables whose rows name a memory in ``memory_id`` and mean nothing without it.
 DEPENDENT_TABLES = ('tags', 'history')
 
@@ -116,11 +118,27 @@ def reindex_text(conn: Any, memory_id: int) -> None:
 
 
 def rebuild_fts(conn: Any) -> None:
-    """Recreate the FTS table from its own DDL and re-index every non-forgotten memory."""
+    """
+    Recreate the FTS table from its own DDL and re-index every non-forgotten memory.
+
+    FTS5 starts a new table's structure records over: the first ones after a rebuild can be
+    byte for byte those of the table's early life, and readers key their counts and the
+    postings of a small store on those records (engine/count_ledger.py, resident_text.py),
+    in this process and in others. So each rebuild writes FTS5's configuration once more than
+    the last one did (a setting to its default): each write moves the cookie that begins the
+    record on by one, and no record of an earlier table comes back. The text index is built
+    again from the new rows (text_log_store.stop).
+    """
     ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memories_fts'").fetchone()[0]
-    count_ledger.taint(conn)  # a new index: readers read their counts again
+    generation = int(store.get_meta(conn, FTS_GENERATION_KEY) or 0) + 1
+    count_ledger.taint(conn)  # FTS rows the writer's steps do not note
     conn.execute('DROP TABLE memories_fts')
     conn.execute(ddl)
     rows = conn.execute("SELECT id, content FROM memories WHERE status != 'forgotten'")
     conn.executemany('INSERT INTO memories_fts(rowid, body) VALUES (?, ?)',
                      ((mid, textmod.fts_index_text(content)) for mid, content in rows.fetchall()))
+    for _ in range(generation):
+        conn.execute('INSERT INTO memories_fts(memories_fts, rank) '
+                     "VALUES ('crisismerge', ?)", (FTS5_DEFAULT_CRISISMERGE,))
+    store.set_meta(conn, FTS_GENERATION_KEY, str(generation))
+    text_log_store.stop(conn)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from robotmem_ros.engine import consistency_store as checks, store
+from robotmem_ros.engine import consistency_store as checks, store, text_log_store
 from robotmem_ros.engine import text as textmod
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import integrity_check, snapshot
@@ -157,6 +157,7 @@ def _repair(conn: Any, found: _Findings, ctx: EngineContext) -> dict[str, int]:
             store.unindex_text(conn, mid)
         for mid in found.fts_missing + found.fts_stale:
             checks.reindex_text(conn, mid)
+        text_log_store.log_rewritten(conn, found.fts_stray + found.fts_missing + found.fts_stale)
     fixed.update(fts_stray=len(found.fts_stray), fts_missing=len(found.fts_missing),
                  fts_stale=len(found.fts_stale))
     for mid in found.vector_stray + found.vector_metadata:

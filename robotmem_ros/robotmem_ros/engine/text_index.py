@@ -46,7 +46,7 @@ import uuid
 
 import numpy as np
 
-from robotmem_ros.engine import heap, jaccard_store, schema, store, text_log_store, vocab_store
+from robotmem_ros.engine import heap, jaccard_store, schema, text_log_store, vocab_store
 from robotmem_ros.engine import text as textmod
 
 LOG = logging.getLogger('robotmem.engine')
@@ -85,7 +85,6 @@ MAX_CONTEXT_BYTES = 1_000
 # or more is left out of the query: SQL tests every result against the filters anyway, and
 # intersecting a posting list of nearly every document cost 2 ms of a 4 ms search at 1M.
 NEARLY_ALL = 0.99
-META_KEY = 'text_index'
 _TOKENIZER = 'robotmem_tokens'
 
 
@@ -194,7 +193,7 @@ class TextIndex:
         or a store under the threshold) stops: meta and rows are deleted, and an index built
         later starts a log of its own.
         """
-        token = store.get_meta(conn, META_KEY)
+        token = text_log_store.token(conn)
         if token is None:
             return
         state = _read_state(self.directory)
@@ -202,8 +201,7 @@ class TextIndex:
             if time.time() - (self.directory / 'state.json').stat().st_mtime >= PRUNE_AFTER_S:
                 text_log_store.forget_changes(conn, int(state['seq']))
         elif not self._min_rows or vocab_store.fts_totals(conn)[0] < self._min_rows:
-            store.delete_meta(conn, META_KEY)
-            text_log_store.forget_changes(conn, text_log_store.last_change(conn))
+            text_log_store.stop(conn)
 
     def stats(self) -> dict[str, Any]:
         """Documents held, last change held, whether a build runs, the last error."""
@@ -230,7 +228,7 @@ class TextIndex:
             return None
         self._start_worker(conn)
         index, seq = self._current()
-        if index is None or store.get_meta(conn, META_KEY) != self._state.get('token'):
+        if index is None or text_log_store.token(conn) != self._state.get('token'):
             return None  # none yet, or the store stopped logging for it (tidy): FTS5 answers
         changed = text_log_store.changed_since(conn, seq)
         if len(changed) > MAX_CHANGED:  # a burst the worker has not applied yet
@@ -292,7 +290,7 @@ class TextIndex:
             conn.close()
 
     def _open_or_build(self, conn: Any) -> None:
-        token = store.get_meta(conn, META_KEY)
+        token = text_log_store.token(conn)
         state = _read_state(self.directory)
         if (state is not None and token is not None and state.get('token') == token
                 and int(state['seq']) <= text_log_store.last_change(conn)):
@@ -308,7 +306,7 @@ class TextIndex:
         began = time.monotonic()
         token = uuid.uuid4().hex
         with self._write() as writer_conn:  # from here on every change is logged
-            store.set_meta(writer_conn, META_KEY, token)
+            text_log_store.start(writer_conn, token)
         _clear_dead_builds(self.directory)
         building = self.directory.with_name(f'{self.directory.name}.build-{os.getpid()}')
         shutil.rmtree(building, ignore_errors=True)
@@ -361,7 +359,7 @@ class TextIndex:
     def _catch_up(self, conn: Any) -> None:
         done = int(self._state['seq'])
         with self._snapshot(conn):
-            if store.get_meta(conn, META_KEY) != self._state.get('token'):
+            if text_log_store.token(conn) != self._state.get('token'):
                 raise ValueError('the store no longer logs changes for this index')
             seq = text_log_store.last_change(conn)
             if seq <= done:

@@ -11,13 +11,25 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, Sequence
 
-from robotmem_ros.engine import schema
+from robotmem_ros.engine import schema, store
 
 CHUNK = 20_000
+# The meta key that names the store's text index (its token); while it is set the triggers log.
+META_KEY = 'text_index'
 # Every FTS row with what the index filters on: (id, collection, status, type, the values at
 # schema.CONTEXT_PATHS as a JSON array or NULL, body).
 _ROWS = (f'SELECT f.rowid, m.collection, m.status, m.type, {schema.CONTEXT_VALUES_SQL}, f.body '
          f'FROM memories_fts f JOIN memories m ON m.id = f.rowid')
+
+
+def token(conn: Any) -> str | None:
+    """Return the token of the store's text index (None: no index, nothing is logged)."""
+    return store.get_meta(conn, META_KEY)
+
+
+def start(conn: Any, new_token: str) -> None:
+    """Name a new text index: from its commit on, the triggers log every change for it."""
+    store.set_meta(conn, META_KEY, new_token)
 
 
 def last_change(conn: Any) -> int:
@@ -52,3 +64,26 @@ def rows_of(conn: Any, ids: Sequence[int]) -> list[Any]:
 def forget_changes(conn: Any, upto: int) -> None:
     """Delete the log rows up to ``upto`` (the index holds them), in the caller's write."""
     conn.execute('DELETE FROM text_changes WHERE seq <= ?', (upto,))
+
+
+def log_rewritten(conn: Any, ids: Sequence[int]) -> None:
+    """
+    Log memories whose FTS rows were written again with no change the triggers see.
+
+    doctor's repair rewrites FTS rows from ``memories`` without touching the memory: the text
+    index would go on answering from its old documents. Nothing is logged without an index.
+    """
+    conn.execute('INSERT INTO text_changes(memory_id) SELECT value FROM json_each(?) '
+                 'WHERE EXISTS (SELECT 1 FROM meta WHERE key = ?)',
+                 (json.dumps(list(ids)), META_KEY))
+
+
+def stop(conn: Any) -> None:
+    """
+    Stop logging for the store's text index and drop its log, in the caller's write.
+
+    An index that finds its token gone answers no more and is built again by the process that
+    writes it (engine/text_index.py).
+    """
+    store.delete_meta(conn, META_KEY)
+    forget_changes(conn, last_change(conn))
