@@ -619,3 +619,39 @@ def test_embedding_backlog_is_bounded_and_reported(tmp_path):
     assert status.pending_embeddings == 0 and status.embed_skipped == 7
     assert engine.recall('frame 0 red cup', n=12).total == 12  # all still findable by BM25
     engine.close()
+
+
+def test_a_writer_finds_the_vectors_its_own_transaction_stored(tmp_path):
+    """
+    A writer finds the vectors stored earlier in its transaction, filters applied.
+
+    The index loads committed rows through a reader; a fleet pull stores two robots'
+    paraphrases in one transaction, and dedup must see the first one.
+    """
+    rng = np.random.default_rng(21)
+    vectors = _unit(rng, 4)
+    engine = make_engine(tmp_path)
+    bulk_vectors(engine, vectors[:1])  # a committed row the index holds
+    engine.db.vectors.refresh()
+
+    def stored(conn, vector, collection, type_='fact'):
+        memory_id = store.insert_memory(
+            conn, type_=type_, content=f'fact {collection} {type_}', collection=collection,
+            session_id='', category='', perception_type='', kind='semantic', confidence=0.9,
+            context={}, created_at=1.0)
+        store.put_vector(conn, memory_id, vector)
+        return memory_id
+
+    with engine.db.write() as conn:
+        own = stored(conn, vectors[1], 'default')
+        stored(conn, vectors[1], 'other')  # another collection
+        seen = stored(conn, vectors[1], 'default', type_='perception')  # another type
+        found = store.vec_search(conn, vectors[1], 'default', 5, type_='fact')
+        assert [i for i, _ in found] == [own] and found[0][1] > 0.999
+        assert {i for i, _ in store.vec_search(conn, vectors[1], 'default', 5)} == {own, seen, 1}
+        store.set_status(conn, own, 'forgotten', now=2.0)
+        assert own not in [i for i, _ in store.vec_search(conn, vectors[1], 'default', 5)]
+    # Outside the transaction the committed rows come from the index as before.
+    assert {i for i, _ in store.vec_search(engine.db.reader(), vectors[1], 'default', 5)
+            } == {seen, 1}
+    engine.close()

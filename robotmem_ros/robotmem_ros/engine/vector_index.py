@@ -425,16 +425,27 @@ class VectorIndex:
         a reader for recall); the index itself only proposes candidates. ``context`` holds
         (position in schema.CONTEXT_PATHS, value id) pairs tested on the index's
         arrays; ``where`` adds SQL conditions on ``memories m`` that candidates must meet; the
-        pool grows until ``k`` meet them or none are left.
+        pool grows until ``k`` meet them or none are left. The rows ``conn``'s own open
+        transaction stored are candidates too (``_unheld``).
         """
         self.refresh()
+        found = self._held(conn, vector, collection, k, session_id, type_, exclude_session,
+                           context, where)
+        found.update(self._unheld(conn, vector, collection, session_id, type_, exclude_session,
+                                  context, where))
+        return _best(found, k)
+
+    def _held(self, conn: Any, vector: np.ndarray, collection: str, k: int, session_id: str,
+              type_: str, exclude_session: str, context: Sequence[tuple[int, int]],
+              where: tuple[str, list[Any]]) -> dict[int, float]:
+        """Exact cosines of at least the ``k`` nearest rows the index holds (all if fewer)."""
         with self._lock:
             # A count, not the positions: at 1M, np.flatnonzero took 0.8 ms of every search
             # that the approximate stage answers, which needs the mask alone.
             selection = self._select(collection, session_id, type_, exclude_session, context)
             mask, selected_count = selection.bits[:selection.size], selection.count
             if selected_count == 0:
-                return []
+                return {}
             query = np.frombuffer(code_of(vector), dtype=np.uint64)
             codes = self._codes
             rescore = functools.partial(
@@ -453,7 +464,7 @@ class VectorIndex:
             found: dict[int, float] = {}
             rescore(rows, found)
             if len(found) >= k:
-                return _best(found, k)
+                return found
         selected = np.flatnonzero(mask)
         distance = _hamming(codes, query, int(selected[-1]) + 1)[selected]
         pool = max(RESCORE_MIN, RESCORE_PER_K * k, int(selected.size * RESCORE_SHARE))
@@ -462,7 +473,36 @@ class VectorIndex:
             rescore(selected[batch], found)
             if len(found) >= k:
                 break
-        return _best(found, k)
+        return found
+
+    def _unheld(self, conn: Any, vector: np.ndarray, collection: str, session_id: str,
+                type_: str, exclude_session: str, context: Sequence[tuple[int, int]],
+                where: tuple[str, list[Any]]) -> dict[int, float]:
+        """
+        Exact cosines of the rows past the index's that ``conn`` sees and the filters pass.
+
+        The index loads committed rows, through a reader: a writer whose open transaction
+        stored vectors (a fleet pull of several facts, a learn inside a larger write) would not
+        find them. A connection outside a transaction sees no row the refresh did not load.
+        """
+        if not conn.in_transaction:
+            return {}
+        width, after, found = len(code_of(vector)), self._last_seq, {}
+        while rows := vector_store.codes_since(conn, after, LOAD_CHUNK):
+            after = rows[-1][0]
+            kept = [r for r in rows if len(r[2]) == width and r[3] == collection
+                    and (not session_id or r[4] == session_id)
+                    and (not type_ or bool(r[5]) == (type_ != 'perception'))
+                    and (not exclude_session or r[4] != exclude_session)]
+            ids = _filter_ids([r[7] for r in kept])
+            kept = [r for r, row_ids in zip(kept, ids)
+                    if all(row_ids[column] == value_id for column, value_id in context)]
+            if kept:
+                found.update(self._rescore(conn, vector, np.array([r[1] for r in kept]),
+                                           np.array([r[0] for r in kept]), where))
+            if len(rows) < LOAD_CHUNK:
+                break
+        return found
 
     def ids_holding(self, collection: str,
                     context: Sequence[tuple[int, int]]) -> np.ndarray | None:
