@@ -22,9 +22,15 @@ from robotmem_ros.engine import segmenter
 
 # A run of CJK ideographs: what the segmenter is handed (bench/bench_segmenter.py takes them too).
 CJK_RUN = re.compile(r'[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+')
+# Letters to Python that FTS5's unicode61 tokenizer (its Unicode 6.1 tables) splits words at:
+# New Tai Lue vowel signs and two Vedic signs. Readers split FTS bodies at spaces and take the
+# words for FTS5's tokens (the postings of a small store, the term counts, the Jaccard layer),
+# so these split tokens here too.
+_UNICODE61_BREAKS = '\u19b0-\u19c0\u19c8\u19c9\u1cf2\u1cf3'
 # Numbers with an attached unit ("12.5n", "90deg", "5%"), or words starting with a letter that
 # may carry digits ("ur5e").
-_LATIN_TOKEN = re.compile(r'\d+(?:\.\d+)?[^\W\d_]*%?|[^\W\d_][^\W_]*')
+_LATIN_TOKEN = re.compile(rf'\d+(?:\.\d+)?[^\W\d_{_UNICODE61_BREAKS}]*%?'
+                          rf'|[^\W\d_{_UNICODE61_BREAKS}][^\W_{_UNICODE61_BREAKS}]*')
 _NUMBER = re.compile(r'(?<![\w.])[-+]?\d+(?:\.\d+)?')
 _WS = re.compile(r'\s+')
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')  # a term of fts_match's expressions
