@@ -256,6 +256,26 @@ def test_three_robots_same_fact_at_once(fleet_hub, robots):
             f'fleet:{r.robot_id}' for r in fleet if r is not robot}
 
 
+def test_paraphrases_pulled_in_one_batch_are_one_memory(fleet_hub, robots):
+    # Two robots word one task differently (the paraphrase of test_cosine_layer_catches_
+    # paraphrase: cosine 0.94, Jaccard 0.5, only the vector layer sees it); a third pulls both
+    # in one transaction, where the index has not loaded the first one yet: the second must
+    # still be judged its duplicate.
+    cell = unique('cell')
+    fleet = [robots(p, [cell], embed=True) for p in ('a', 'b', 'c')]
+    for robot, text in zip(fleet, (
+            'lift the black bowl from the table center and put it on the plate',
+            'pick up the black bowl in the middle of the table and place it on plate')):
+        assert robot.engine.learn(text).status == 'created'
+        robot.sync.sync_once()
+    puller = fleet[2]
+    puller.sync.sync_once()
+    rows = puller.engine.db.reader().execute(
+        "SELECT origin, reinforce_count FROM memories WHERE type = 'fact'").fetchall()
+    assert [tuple(r) for r in rows] == [(fleet[0].robot_id, 1)]
+    assert puller.sync.status().duplicates == 1
+
+
 def test_unshared_collections_never_leave_the_robot(fleet_hub, robots):
     cell = unique('cell')
     a = robots('a', [cell])
