@@ -137,6 +137,25 @@ def test_the_writers_own_uncommitted_rows_are_left_to_fts5(engine):
     assert engine.db.resident.builds == 1
 
 
+def test_a_read_between_a_commit_and_its_step_keeps_the_postings(engine, monkeypatch):
+    # A recall beside a learn can read the structure record a commit left before the writer
+    # has recorded that commit's step: FTS5 answers it, and the postings are not read again.
+    conn = engine.db.reader()
+    ledger, answers = engine.db.counts, []
+    recorded = ledger.committed
+
+    def recall_in_the_window(after):
+        answers.append(engine.db.resident.overlapping(conn, frozenset({'wrench'}), 0.1))
+        recorded(after)
+
+    monkeypatch.setattr(ledger, 'committed', recall_in_the_window)
+    engine.learn('a second wrench hangs in the drawer')
+    monkeypatch.undo()
+    assert answers == [None]
+    _assert_exact(engine, conn)
+    assert engine.db.resident.builds == 1
+
+
 def test_past_the_limit_the_postings_are_dropped_and_not_built_again(tmp_path):
     engine = make_engine(tmp_path, resident_text_max_rows=12)
     for index in range(10):  # no token in common: ten rows

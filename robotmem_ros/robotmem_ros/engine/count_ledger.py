@@ -63,6 +63,9 @@ class CountLedger:
         self._keeps_rows = False  # rows_wanted at the transaction's first FTS change
         self._tainted = False
         self.rows_wanted = False  # set by the postings while they hold or build a state
+        # From just before a noted transaction's COMMIT until its step is recorded: a reader
+        # that sees a structure no step leads to may be reading that commit (resident_text).
+        self.committing = False
 
     # --- the writer (under the store's write lock) ---------------------------------------
 
@@ -95,20 +98,20 @@ class CountLedger:
         """
         before, delta, tainted = self._before, self._delta, self._tainted
         rows = self._rows if self._keeps_rows and len(self._rows) <= ROWS_KEPT else None
-        self.discard()
-        if before is None or tainted or after is None or after == before:
-            return
-        with self._lock:
-            self._steps[before] = _Step(after, collections.Counter(
-                {token: change for token, change in delta.items() if change}),
-                tuple(rows) if rows is not None else None)
-            while len(self._steps) > STEPS_KEPT:
-                self._steps.popitem(last=False)
+        if before is not None and not tainted and after is not None and after != before:
+            with self._lock:
+                self._steps[before] = _Step(after, collections.Counter(
+                    {token: change for token, change in delta.items() if change}),
+                    tuple(rows) if rows is not None else None)
+                while len(self._steps) > STEPS_KEPT:
+                    self._steps.popitem(last=False)
+        self.discard()  # the step first: a reader that saw ``committing`` clear finds it
 
     def discard(self) -> None:
         """Forget the open transaction's notes (after a rollback, or once recorded)."""
         self._before, self._delta, self._rows, self._keeps_rows, self._tainted = (
             None, collections.Counter(), [], False, False)
+        self.committing = False
 
     @property
     def noted(self) -> bool:

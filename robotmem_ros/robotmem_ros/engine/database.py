@@ -210,6 +210,7 @@ class Database:
         try:
             version = (conn.execute('PRAGMA data_version').fetchone()[0] if self.counts.noted
                        else 0)
+            self.counts.committing = self.counts.noted
             conn.execute('COMMIT')
         except sqlite3.Error as exc:
             self.counts.discard()

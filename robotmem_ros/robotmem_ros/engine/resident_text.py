@@ -256,10 +256,13 @@ class ResidentText:
         """Return the postings as of ``structure`` (under the lock); None, and maybe a build."""
         postings = self._postings
         if postings is not None and postings.structure != structure:
+            committing = self._ledger.committing  # read first: its step is recorded before
             changes = self._ledger.rows(postings.structure, structure)
             if changes is None:
-                if self._ledger.rows(structure, postings.structure) is not None:
-                    return None  # ``conn`` reads an older state than the postings hold
+                if committing or self._ledger.rows(structure, postings.structure) is not None:
+                    # ``conn`` reads a commit whose step is not recorded yet, or an older state
+                    # than the postings hold
+                    return None
                 postings = self._postings = None  # a gap: read every row again
             else:
                 for memory_id, body, sign in changes:
