@@ -609,6 +609,29 @@ def test_retention_deletes_old_untouched_perceptions_only(tmp_path):
     engine.close()
 
 
+def test_retention_keeps_a_touched_perception_whose_hits_are_not_written_yet(
+        tmp_path, monkeypatch):
+    # The hit counts are written off the request path, and not at all while the store is busy
+    # (the ingest writing a batch when end_session asks): a perception a recall returned must
+    # be kept all the same.
+    from engine_helpers import FakeClock
+    from robotmem_ros.engine import access_counts
+    monkeypatch.setattr(access_counts, 'FLUSH_DELAY_S', 3600.0)  # the thread never writes
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock, perception_retention_days=1.0)
+    session = engine.start_session().session_id
+    engine.save_perceptions([PerceptionInput(f'forklift {i} parked at bay seven',
+                                             session_id=session) for i in range(3)])
+    clock.advance_days(3)
+    touched = {m.id for m in engine.recall('forklift 1 parked at bay seven', n=1).memories}
+    monkeypatch.setattr(engine._ctx.access, 'flush', lambda: False)  # the store was busy
+    assert engine.end_session(session).pruned_perceptions == 2
+    left = {row[0] for row in engine.db.reader().execute('SELECT id FROM memories')}
+    assert left == touched and len(touched) == 1
+    monkeypatch.undo()
+    engine.close()
+
+
 def test_embedding_backlog_is_bounded_and_reported(tmp_path):
     engine = make_engine(tmp_path, embed=True, max_pending_embeddings=5)
     engine.save_perceptions([PerceptionInput(f'gripper camera frame {i} shows the red cup')

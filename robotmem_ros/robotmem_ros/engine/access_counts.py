@@ -62,8 +62,17 @@ class AccessCounts:
     @property
     def pending(self) -> int:
         """Return how many memories have hits not yet committed (0: SQL holds every hit)."""
+        return len(self.unwritten())
+
+    def unwritten(self) -> set[int]:
+        """
+        Return the memories whose hits are not committed yet.
+
+        Called inside a write, it names every hit SQL lacks: the batch being written cannot
+        commit before that write ends.
+        """
         with self._lock:
-            return len(self._pending.keys() | self._writing.keys())
+            return set(self._pending) | set(self._writing)
 
     def record(self, memory_ids: Iterable[int], now: float) -> None:
         """Count one hit for each id; the background thread writes them."""

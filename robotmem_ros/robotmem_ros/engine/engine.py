@@ -296,7 +296,8 @@ class MemoryEngine:
             clusters = consolidation.consolidate(conn, candidates, cfg, now)
             decayed = apply_decay(conn, collection, cfg.decay_rate, now,
                                   cfg.default_min_confidence)
-            pruned = prune_perceptions(conn, now=now, days=cfg.perception_retention_days)
+            pruned = prune_perceptions(conn, now=now, days=cfg.perception_retention_days,
+                                       touched=self._ctx.access.unwritten())
             summary = self._session_summary(conn, session, outcome_score, now)
             summary['pruned_perceptions'] = pruned
             store.end_session(conn, session_id, outcome_score, now, summary)

@@ -9,7 +9,7 @@ kept. 0 days keeps everything (the default: deleting data is the operator's deci
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from robotmem_ros.engine import store
 
@@ -17,10 +17,16 @@ PRUNE_BATCH = 5000
 DAY_S = 86_400.0
 
 
-def prune_perceptions(conn: Any, *, now: float, days: float, limit: int = PRUNE_BATCH) -> int:
-    """Delete up to ``limit`` untouched perceptions older than ``days``; return how many."""
+def prune_perceptions(conn: Any, *, now: float, days: float, touched: Iterable[int] = (),
+                      limit: int = PRUNE_BATCH) -> int:
+    """
+    Delete up to ``limit`` untouched perceptions older than ``days``; return how many.
+
+    ``touched`` names memories a recall returned whose hits are not in SQL yet (the store was
+    busy when they were to be written: engine/access_counts.py); they are kept as well.
+    """
     if days <= 0:
         return 0
-    ids = store.untouched_perceptions(conn, now - days * DAY_S, limit)
+    ids = store.untouched_perceptions(conn, now - days * DAY_S, limit, touched)
     store.purge(conn, ids)
     return len(ids)

@@ -749,11 +749,17 @@ def set_decayed(conn: Any, updates: Iterable[tuple[float, float, int]]) -> None:
                      list(updates))
 
 
-def untouched_perceptions(conn: Any, before: float, limit: int) -> list[int]:
-    """Return ids of perceptions made before ``before`` that no recall returned, oldest first."""
+def untouched_perceptions(conn: Any, before: float, limit: int,
+                          touched: Iterable[int] = ()) -> list[int]:
+    """
+    Return ids of perceptions made before ``before`` that no recall returned, oldest first.
+
+    ``touched``: memories whose recall hits SQL does not hold yet, left out too.
+    """
     return [row[0] for row in conn.execute(
         "SELECT id FROM memories WHERE type = 'perception' AND access_count = 0 "
-        'AND created_at < ? ORDER BY created_at LIMIT ?', (before, int(limit)))]
+        'AND created_at < ? AND id NOT IN (SELECT value FROM json_each(?)) '
+        'ORDER BY created_at LIMIT ?', (before, json.dumps(sorted(touched)), int(limit)))]
 
 
 def purge(conn: Any, ids: Sequence[int]) -> None:
