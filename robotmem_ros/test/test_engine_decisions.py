@@ -107,3 +107,30 @@ def test_decider_failure_creates(engine, monkeypatch):
     result = engine.learn('conveyor speed is 0.5 m/s')
     assert result.status == 'created'
     assert 'decider failed' in result.auto_inferred['decision']['reason']
+
+
+def test_none_with_a_merge_and_a_delete_applies_both(engine, clock):
+    # Only the LLM decider proposes this: refine one memory, retire another that the candidate
+    # contradicts. The candidate gets no row, so the retired one points at the merged one.
+    from robotmem_ros.engine.decision import LLMDecider
+    from robotmem_ros.engine.decision.types import Action, DELETE, MERGE, NONE, Proposal
+    engine.learner.decider = None
+    refined = engine.learn('the gripper force for the cup is 11 N').memory_id
+    clock.advance_days(0.01)
+    retired = engine.learn('the gripper force for the cup is 10 N').memory_id
+    clock.advance_days(0.01)
+
+    class Reply(LLMDecider):
+        """An LLM's reply, without a server."""
+
+        def propose(self, candidate, peers):
+            return Proposal(NONE, (Action(MERGE, refined, reason='refines'),
+                                   Action(DELETE, retired, reason='contradicts')), 'llm')
+
+    engine.learner.decider = Reply('http://127.0.0.1:9/v1', 'model', 1.0)
+    result = engine.learn('the gripper force for the cup is 12 N')
+    assert (result.status, result.memory_id) == ('merged', refined)
+    assert result.auto_inferred['superseded_ids'] == [retired]
+    assert _row(engine, refined)['content'] == 'the gripper force for the cup is 12 N'
+    row = _row(engine, retired)
+    assert (row['status'], row['superseded_by']) == ('superseded', refined)

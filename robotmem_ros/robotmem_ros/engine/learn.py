@@ -171,6 +171,11 @@ class Learner:
         if applied:
             target = applied[0].target_id
             inferred['merged_ids'] = [a.target_id for a in applied]
+            # The candidate has no row of its own: a DELETE beside the MERGEs points at the
+            # first memory merged into (docs/decisions.md).
+            superseded = self._supersede_all(conn, outcome, target, now)
+            if superseded:
+                inferred['superseded_ids'] = superseded
             return LearnResult(target, 'merged', 'decider', target, _score_of(similar, target),
                                similar, inferred)
         memory_id = self._insert(conn, fact, now)
@@ -178,9 +183,7 @@ class Learner:
             store.add_history(conn, memory_id, 'decide', created_at=now, reason=outcome.reason,
                               actor=outcome.decider, new_content=fact.content,
                               details=outcome.to_dict())
-        deletes = [a for a in (outcome.actions if outcome else ()) if a.kind == DELETE]
-        superseded = [a.target_id for a in deletes
-                      if self._supersede(conn, a, memory_id, outcome, now)]
+        superseded = self._supersede_all(conn, outcome, memory_id, now) if outcome else []
         if superseded:
             inferred['superseded_ids'] = superseded
             return LearnResult(memory_id, 'superseded_existing', 'decider', superseded[0],
@@ -218,6 +221,12 @@ class Learner:
                           reason=action.reason or outcome.reason, actor=outcome.decider,
                           details=outcome.to_dict())
         return True
+
+    def _supersede_all(self, conn: Any, outcome: Outcome, new_id: int, now: float
+                       ) -> list[int]:
+        """Apply the outcome's DELETEs, each pointing at ``new_id``; return the superseded."""
+        return [a.target_id for a in outcome.actions
+                if a.kind == DELETE and self._supersede(conn, a, new_id, outcome, now)]
 
     def _supersede(self, conn: Any, action: Any, new_id: int, outcome: Outcome,
                    now: float) -> bool:
