@@ -2,6 +2,8 @@
 
 from engine_helpers import FakeClock, make_engine
 import pytest
+from robotmem_ros.engine.decision import LLMDecider
+from robotmem_ros.engine.decision.types import Action, CREATE, DELETE, MERGE, NONE, Proposal
 
 
 @pytest.fixture
@@ -109,28 +111,49 @@ def test_decider_failure_creates(engine, monkeypatch):
     assert 'decider failed' in result.auto_inferred['decision']['reason']
 
 
+class Reply(LLMDecider):
+    """An LLM decider's reply, without a server; ``meanwhile`` runs while it "thinks"."""
+
+    def __init__(self, decision, actions, meanwhile=lambda: None):
+        super().__init__('http://127.0.0.1:9/v1', 'model', 1.0)
+        self.proposal, self.meanwhile = Proposal(decision, actions, 'llm'), meanwhile
+
+    def propose(self, candidate, peers):
+        self.meanwhile()  # outside the write lock, as a remote decider runs
+        return self.proposal
+
+
 def test_none_with_a_merge_and_a_delete_applies_both(engine, clock):
     # Only the LLM decider proposes this: refine one memory, retire another that the candidate
     # contradicts. The candidate gets no row, so the retired one points at the merged one.
-    from robotmem_ros.engine.decision import LLMDecider
-    from robotmem_ros.engine.decision.types import Action, DELETE, MERGE, NONE, Proposal
     engine.learner.decider = None
     refined = engine.learn('the gripper force for the cup is 11 N').memory_id
     clock.advance_days(0.01)
     retired = engine.learn('the gripper force for the cup is 10 N').memory_id
     clock.advance_days(0.01)
 
-    class Reply(LLMDecider):
-        """An LLM's reply, without a server."""
-
-        def propose(self, candidate, peers):
-            return Proposal(NONE, (Action(MERGE, refined, reason='refines'),
-                                   Action(DELETE, retired, reason='contradicts')), 'llm')
-
-    engine.learner.decider = Reply('http://127.0.0.1:9/v1', 'model', 1.0)
+    engine.learner.decider = Reply(NONE, (Action(MERGE, refined, reason='refines'),
+                                          Action(DELETE, retired, reason='contradicts')))
     result = engine.learn('the gripper force for the cup is 12 N')
     assert (result.status, result.memory_id) == ('merged', refined)
     assert result.auto_inferred['superseded_ids'] == [retired]
     assert _row(engine, refined)['content'] == 'the gripper force for the cup is 12 N'
     row = _row(engine, retired)
     assert (row['status'], row['superseded_by']) == ('superseded', refined)
+
+
+@pytest.mark.parametrize('kind', [MERGE, DELETE])
+def test_an_action_on_a_memory_rewritten_while_deciding_is_not_applied(engine, clock, kind):
+    # Another writer (the CLI, the fleet sync) rewrites the target while a remote decider
+    # works: a merged text built from the old one would drop that change, and a DELETE was
+    # decided against a text the memory no longer holds. The candidate is stored instead.
+    engine.learner.decider = None
+    target = engine.learn('the gripper force for the cup is 11 N').memory_id
+    clock.advance_days(0.01)
+    rewritten = 'the gripper force for the cup is 11 N with a rubber pad'
+    engine.learner.decider = Reply(NONE if kind == MERGE else CREATE, (Action(kind, target),),
+                                   meanwhile=lambda: engine.update(target, rewritten))
+    result = engine.learn('the gripper force for the cup is 12 N')
+    assert result.status == 'created' and result.memory_id != target
+    row = _row(engine, target)
+    assert (row['status'], row['content']) == ('active', rewritten)

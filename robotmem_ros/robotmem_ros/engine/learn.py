@@ -205,7 +205,7 @@ class Learner:
 
     def _merge(self, conn: Any, action: Any, outcome: Outcome, vectors: dict[int, Any],
                now: float) -> bool:
-        row = store.get_active(conn, action.target_id)
+        row = _as_decided(conn, action)
         if row is None or not action.merged_text:
             return False
         try:
@@ -230,7 +230,7 @@ class Learner:
 
     def _supersede(self, conn: Any, action: Any, new_id: int, outcome: Outcome,
                    now: float) -> bool:
-        row = store.get_active(conn, action.target_id)
+        row = _as_decided(conn, action)
         if row is None or action.target_id == new_id:
             return False
         store.set_status(conn, action.target_id, 'superseded', now=now, superseded_by=new_id)
@@ -262,6 +262,21 @@ def _reinforce(conn: Any, memory_id: int, why: str, now: float) -> None:
     store.reinforce(conn, memory_id, now)
     store.add_history(conn, memory_id, 'reinforce', created_at=now,
                       reason=f'duplicate learn ({why})')
+
+
+def _as_decided(conn: Any, action: Any) -> Any | None:
+    """
+    Return the action's target if it is still active and still says what the decider read.
+
+    A remote decider, or a merge whose text must be embedded, decides outside the write lock:
+    another writer (the CLI, the fleet sync) may rewrite the target meanwhile, and a merged
+    text built from the old one would drop that change. The action is not applied then: the
+    candidate is stored as its own fact, as when the target is gone.
+    """
+    row = store.get_active(conn, action.target_id)
+    if row is None or (action.before and row['content'] != action.before):
+        return None
+    return row
 
 
 def _first_active(conn: Any, ids: list[int]) -> int | None:
