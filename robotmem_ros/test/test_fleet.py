@@ -163,6 +163,56 @@ def test_hub_down_learning_goes_on_outbox_bounded_then_drains(fleet_hub, robots)
     assert len(b.engine.recall('fact number pallet aisle', n=20).memories) == 12
 
 
+def test_a_context_change_reaches_the_hub_and_the_robots_that_pulled_it(robots):
+    # The origin changes a fact's context only (the shelf it is on): the pullers follow, and
+    # so does a catch-up after an overflow, which compares every column a change rewrites.
+    cell = unique('cell')
+    a = robots('a', [cell], outbox_limit=1)
+    b = robots('b', [cell])
+    first = a.engine.learn('the blue bin holds spare grippers', context={'shelf': 1}).memory_id
+    a.sync.sync_once()
+    b.sync.sync_once()
+    a.engine.update(first, 'the blue bin holds spare grippers', context={'shelf': 2})
+    a.sync.sync_once()
+    b.sync.sync_once()
+
+    def pulled_context():
+        return [r[0] for r in b.engine.db.reader().execute(
+            "SELECT context_json FROM memories WHERE origin != ''")]
+
+    assert pulled_context() == ['{"shelf": 2}']
+    a.engine.learn('the loading dock door sticks in cold weather')  # fills the outbox
+    a.engine.update(first, 'the blue bin holds spare grippers', context={'shelf': 3})
+    assert a.sync.status().overflow  # that change found the outbox full
+    a.sync.sync_once()
+    b.sync.sync_once()
+    assert pulled_context() == ['{"shelf": 3}', '{}']
+
+
+def test_a_hub_row_the_store_cannot_hold_is_skipped_and_the_pull_goes_on(robots):
+    # The hub's table has none of the local checks and a robot's role writes any row of its
+    # own: one such row must not stop every later pull.
+    import psycopg
+    from psycopg.types.json import Jsonb
+    cell = unique('cell')
+    a = robots('a', [cell])
+    b = robots('b', [cell])
+    with psycopg.connect(a.url, autocommit=True) as conn:
+        for gid, kind, context in (('x:1', 'procedural', {}), ('x:2', 'semantic', [1, 2])):
+            conn.execute('INSERT INTO robotmem.memories(gid, robot_id, collection, type, '
+                         'content, kind, confidence, context, status, created_at) VALUES '
+                         "(%s, %s, %s, 'fact', 'a row of another version', %s, 0.9, %s, "
+                         "'active', 1)", (gid, a.robot_id, cell, kind, Jsonb(context)))
+    a.engine.learn('conveyor 2 jams on wet cardboard')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    rows = b.engine.db.reader().execute("SELECT content FROM memories WHERE origin != ''")
+    assert [r[0] for r in rows] == ['conveyor 2 jams on wet cardboard']
+    assert b.sync.status().refused == 2
+    b.engine.learn('aisle 4 is closed for repairs')  # the store works on
+    assert b.engine.recall('conveyor jams', n=1).memories[0].origin == a.robot_id
+
+
 KILL_SCRIPT = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[1])

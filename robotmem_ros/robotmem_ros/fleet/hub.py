@@ -28,6 +28,9 @@ PUSH_COLUMNS = ('gid', 'robot_id', 'collection', 'type', 'content', 'category', 
                 'embedding')
 SHARED = ('collection', 'type', 'content', 'category', 'kind', 'context', 'status',
           'superseded_by', 'model', 'embedding')
+# What a catch-up compares (HubRow.state): the shared columns, the model for the vector.
+STATE_COLUMNS = ('collection', 'content', 'status', 'category', 'kind', 'superseded_by',
+                 'context', 'model')
 PULL_COLUMNS = ('gid', 'robot_id', 'collection', 'type', 'content', 'category', 'kind',
                 'confidence', 'context', 'status', 'created_at', 'model', 'embedding')
 HubError = psycopg.Error
@@ -51,6 +54,16 @@ class HubRow:
     model: str
     embedding: np.ndarray | None
     superseded_by: str | None = None
+
+    def state(self) -> tuple:
+        """
+        Values in STATE_COLUMNS order: what a catch-up compares with the hub's row.
+
+        The columns a change of the memory rewrites at the hub (SHARED), the model standing
+        for the vector it is written with.
+        """
+        return (self.collection, self.content, self.status, self.category, self.kind,
+                self.superseded_by, self.context, self.model)
 
     def push_tuple(self) -> tuple:
         """Values in PUSH_COLUMNS order."""
@@ -150,9 +163,9 @@ def pull(conn: Any, robot_id: str, collections: Sequence[str], after: Watermark,
 
 
 def own_states(conn: Any, gids: Sequence[str]) -> dict[str, tuple]:
-    """(content, status, category, kind, superseded_by) of own rows by gid (for catch-up)."""
-    rows = conn.execute('SELECT gid, content, status, category, kind, superseded_by '
-                        'FROM robotmem.memories WHERE gid = ANY(%s)', (list(gids),)).fetchall()
+    """Own rows' STATE_COLUMNS by gid, as HubRow.state gives them (for catch-up)."""
+    rows = conn.execute(f'SELECT gid, {", ".join(STATE_COLUMNS)} FROM robotmem.memories '
+                        'WHERE gid = ANY(%s)', (list(gids),)).fetchall()
     return {r[0]: tuple(r[1:]) for r in rows}
 
 

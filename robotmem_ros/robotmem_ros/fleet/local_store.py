@@ -11,16 +11,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import json
-from typing import Any, Sequence
+import logging
+from typing import Any, NamedTuple, Sequence
 import uuid
 
 import numpy as np
 
 from robotmem_ros.config import MemoryConfig
-from robotmem_ros.engine import dedup, store
+from robotmem_ros.engine import dedup, schema, store
 from robotmem_ros.engine.database import savepoint, snapshot
-from robotmem_ros.errors import ConfigError, ConflictError
+from robotmem_ros.engine.inference import KINDS
+from robotmem_ros.engine.validation import (check_range, check_searchable, check_text,
+                                            check_timestamp, json_object)
+from robotmem_ros.errors import ConfigError, ConflictError, ValidationError
 from robotmem_ros.fleet.hub import HubRow, Watermark
+
+LOG = logging.getLogger('robotmem.fleet')
+TYPES = ('fact', 'perception')
+MAX_CATEGORY_CHARS = 256
 
 ROW_COLUMNS = ('m.collection, m.type, m.content, m.category, m.kind, m.confidence, '
                'm.context_json, m.status, m.superseded_by, m.created_at, m.embedded')
@@ -146,22 +154,34 @@ def watermark(conn: Any) -> Watermark:
     return int(txid), int(seq)
 
 
+class Pulled(NamedTuple):
+    """What a pulled batch came to, beside the rows stored or followed."""
+
+    duplicates: int  # new facts local dedup judged known already (reinforced instead)
+    refused: int  # rows this store cannot hold (refusal), skipped
+
+
 def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                  config: MemoryConfig, model: str, dim: int, vectors_ok: bool,
-                 now: float) -> int:
+                 now: float) -> Pulled:
     """
     Store other robots' rows locally and advance the watermark, in the caller's transaction.
 
     A new row that local dedup judges a duplicate of a memory already here (its own or pulled
     earlier) is not stored again: the existing memory is reinforced and its history names the
     robot. Rows embedded with another model keep no vector; the embed timer re-embeds them.
-    Return how many pulled facts were such duplicates.
+    A row this store cannot hold is skipped with a warning (``refusal``).
     """
-    duplicates = 0
+    duplicates = refused = 0
     for _, row in batch:
+        why = refusal(row, config)
+        if why:
+            LOG.warning('fleet: row %s of robot %s skipped: %s', row.gid, row.robot_id, why)
+            refused += 1
+            continue
         vector = _usable_vector(row, model, dim) if vectors_ok else None
-        local = conn.execute('SELECT id, status, content FROM memories WHERE gid = ?',
-                             (row.gid,)).fetchone()
+        local = conn.execute('SELECT id, status, content, context_json FROM memories '
+                             'WHERE gid = ?', (row.gid,)).fetchone()
         if local is not None:
             _update_pulled(conn, local, row, vector, now)
         elif row.status == 'active' and row.type == 'fact':
@@ -179,7 +199,32 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
     if batch:
         txid, seq = batch[-1][0]
         store.set_meta(conn, 'fleet_watermark', f'{txid}:{seq}')
-    return duplicates
+    return Pulled(duplicates, refused)
+
+
+def refusal(row: HubRow, config: MemoryConfig) -> str:
+    """
+    Say why this store cannot hold a pulled row ('' when it can).
+
+    The hub's table has none of the local checks, and a robot's role may write any row of its
+    own there: a value the local schema refused would roll back every later pull, for good,
+    and one it took (a context that is not an object) could make a later call fail.
+    """
+    try:
+        for name, value, allowed in (('type', row.type, TYPES), ('kind', row.kind, KINDS),
+                                     ('status', row.status, schema.STATUSES)):
+            if value not in allowed:
+                raise ValidationError(f'{name} must be one of {", ".join(allowed)}')
+        check_searchable('content', check_text('content', row.content,
+                                               max_chars=config.max_insight_chars))
+        check_text('category', row.category, max_chars=MAX_CATEGORY_CHARS, required=False)
+        check_range('confidence', row.confidence, 0.0, 1.0)
+        check_timestamp('created_at', row.created_at)
+        json_object('context', row.context, max_bytes=config.max_json_bytes,
+                    max_depth=config.max_json_depth)
+    except ValidationError as exc:
+        return str(exc)
+    return ''
 
 
 def _usable_vector(row: HubRow, model: str, dim: int) -> np.ndarray | None:
@@ -212,7 +257,7 @@ def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None
         return
     conn.execute('UPDATE memories SET category = ?, kind = ? WHERE id = ?',
                  (row.category, row.kind, memory_id))
-    if row.content != local['content']:
+    if row.content != local['content'] or row.context != json.loads(local['context_json']):
         try:
             with savepoint(conn, 'pulled'):
                 store.replace_content(conn, memory_id, row.content, row.context)

@@ -21,6 +21,7 @@ class FleetStatus:
     pushed: int = 0
     pulled: int = 0
     duplicates: int = 0
+    refused: int = 0              # pulled rows this store cannot hold, skipped (logged)
     error: str = ''
 
     def to_dict(self) -> dict:

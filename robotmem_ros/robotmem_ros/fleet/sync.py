@@ -145,8 +145,7 @@ class FleetSync:
             if not mine:
                 continue
             there = self._guard(hub.own_states, conn, [r.gid for r in mine])
-            stale = [r for r in mine if there.get(r.gid) != (
-                r.content, r.status, r.category, r.kind, r.superseded_by)]
+            stale = [r for r in mine if there.get(r.gid) != r.state()]
             if stale:
                 self._guard(hub.push, conn, stale)
                 sent += len(stale)
@@ -163,12 +162,13 @@ class FleetSync:
                                 self._settings.collections, after, self._settings.batch_size)
             if batch:
                 with engine.db.write() as local:
-                    duplicates = local_store.apply_pulled(
+                    pulled = local_store.apply_pulled(
                         local, batch, config=engine.config, model=self._model(),
                         dim=engine.embedding.embedder.dim if engine.embedding.usable else 0,
                         vectors_ok=engine.embedding.usable, now=self._clock())
                 total += len(batch)
-                self._note(pulled=len(batch), duplicates=duplicates)
+                self._note(pulled=len(batch), duplicates=pulled.duplicates,
+                           refused=pulled.refused)
             self._note(last_pull=self._clock())
             if len(batch) < self._settings.batch_size:
                 return total
@@ -221,12 +221,13 @@ class FleetSync:
                 pass
         self._note(connected=False)
 
-    def _note(self, *, pushed: int = 0, pulled: int = 0, duplicates: int = 0,
+    def _note(self, *, pushed: int = 0, pulled: int = 0, duplicates: int = 0, refused: int = 0,
               **fields: Any) -> None:
         with self._lock:
             self._status.pushed += pushed
             self._status.pulled += pulled
             self._status.duplicates += duplicates
+            self._status.refused += refused
             for name, value in fields.items():
                 setattr(self._status, name, value)
 

@@ -119,7 +119,7 @@ def build_fleet_diagnostic(fleet: FleetStatus, hardware_id: str) -> DiagnosticSt
                    outbox_limit=fleet.outbox_limit, outbox_full=fleet.outbox_full,
                    last_push=fleet.last_push, last_pull=fleet.last_pull, lag_s=fleet.lag_s,
                    pushed=fleet.pushed, pulled=fleet.pulled,
-                   pulled_duplicates=fleet.duplicates)
+                   pulled_duplicates=fleet.duplicates, pulled_refused=fleet.refused)
 
 
 class StatusReporter:
