@@ -116,8 +116,9 @@ class MemoryConfig:
     consolidation_max_confidence: float = _e(0.95, 'Facts at or above this confidence are never '
                                              'consolidated.', lo=0.0, hi=1.0)
     perception_retention_days: float = _e(
-        0.0, 'Raw perceptions older than this that no recall returned are deleted at '
-        'end_session (up to 5000 per call); 0 keeps them all.', lo=0.0, hi=100_000.0)
+        0.0, 'Raw perceptions stored more than this many days ago (a replayed bag counts '
+        'from its replay, not its stamps) that no recall returned are deleted at end_session '
+        '(up to 5000 per call); 0 keeps them all.', lo=0.0, hi=100_000.0)
     decay_rate: float = _e(0.01, 'Daily confidence decay: c * (1 - rate) ^ days.',
                            lo=0.0, hi=1.0)
     episodic_half_life_days: float = _e(14.0, 'Recall-time half-life of episodic memories.',

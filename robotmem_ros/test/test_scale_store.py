@@ -321,6 +321,7 @@ def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
     engine.close()
     conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
     conn.execute('PRAGMA user_version=4')
+    conn.execute('ALTER TABLE memories DROP COLUMN stored_at')  # schema 9 undone
     for name in ('insert', 'update', 'delete'):  # schema 7 (text index log) undone
         conn.execute(f'DROP TRIGGER text_log_{name}')
     conn.execute('DROP TABLE text_changes')
@@ -437,7 +438,8 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
-    for statement in ('DROP TRIGGER text_log_insert',  # schema 7 (text index log) undone
+    for statement in ('ALTER TABLE memories DROP COLUMN stored_at',  # schema 9 undone
+                      'DROP TRIGGER text_log_insert',  # schema 7 (text index log) undone
                       'DROP TRIGGER text_log_update', 'DROP TRIGGER text_log_delete',
                       'DROP TABLE text_changes',
                       'DROP INDEX idx_memories_adjacent',  # schema 6 (adjacency) undone
@@ -606,6 +608,25 @@ def test_retention_deletes_old_untouched_perceptions_only(tmp_path):
         kept = {row[0] for row in reader.execute(f'SELECT DISTINCT {column} FROM {table}')}
         assert kept <= left, table
     assert engine.recall('camera frame shelf', n=10).total == 1  # only the fact is left
+    engine.close()
+
+
+def test_retention_counts_a_replayed_bag_from_when_it_was_stored(tmp_path):
+    # A bag recorded 60 days ago and replayed today keeps its header stamps; with 30 days of
+    # retention its own EndSession must not delete it, and 30 days later it goes as any other.
+    from engine_helpers import FakeClock
+    clock = FakeClock()
+    engine = make_engine(tmp_path, clock=clock, perception_retention_days=30.0)
+    session = engine.start_session().session_id
+    recorded = clock.now - 60 * 86_400.0
+    replayed = engine.save_perceptions([PerceptionInput(
+        f'pallet {i} seen at dock 3', session_id=session, created_at=recorded + i)
+        for i in range(5)])
+    result = engine.end_session(session)
+    assert result.pruned_perceptions == 0 and result.summary['perceptions'] == 5
+    assert [m.id for m in engine.recall('*', n=10, session_id=session).memories] == replayed
+    clock.advance_days(31)
+    assert engine.end_session(engine.start_session().session_id).pruned_perceptions == 5
     engine.close()
 
 

@@ -193,7 +193,8 @@ class MemoryEngine:
                     collection=row['collection'], session_id=row['session_id'],
                     category='perception', perception_type=row['perception_type'],
                     kind='episodic', confidence=PERCEPTION_CONFIDENCE,
-                    context=row['context'], created_at=row['created_at'], decay_ref=now,
+                    context=row['context'], created_at=row['created_at'], stored_at=now,
+                    decay_ref=now,
                     tags=['perception', f'perception:{row["perception_type"]}']))
             return ids
 

@@ -251,7 +251,14 @@ _V8 = [
     BEGIN INSERT INTO text_changes(memory_id) VALUES (NEW.id); END""",
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
+# When a row whose created_at is a stamp of its own (a perception) was written: one replayed
+# from an old bag keeps its header stamp, and retention counts its days from the store time
+# (engine/retention.py). NULL: written at created_at (facts, every row of an older store).
+_V9 = [
+    'ALTER TABLE memories ADD COLUMN stored_at REAL',
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -120,23 +120,25 @@ def collection_admitted(conn: Any, name: str, limit: int) -> bool:
 def insert_memory(conn: Any, *, type_: str, content: str, collection: str, session_id: str,
                   category: str, perception_type: str, kind: str, confidence: float,
                   context: dict, created_at: float, tags: Iterable[str] = (),
-                  decay_ref: float | None = None, origin: str = '',
-                  gid: str | None = None) -> int:
+                  stored_at: float | None = None, decay_ref: float | None = None,
+                  origin: str = '', gid: str | None = None) -> int:
     """
     Insert a memory, its FTS row, tags and a ``create`` history entry; return its id.
 
-    ``decay_ref`` starts the decay clock elsewhere than ``created_at``: a perception replayed
-    from an old bag keeps its stamp for ordering but decays from the time it was stored.
-    ``origin`` and ``gid`` are set for a memory pulled from another robot (docs/fleet.md).
+    ``stored_at`` is the time of this write, for a row whose ``created_at`` is a stamp of its
+    own: a perception replayed from an old bag keeps its stamp for ordering, and retention
+    counts from its store time. ``decay_ref`` starts the decay clock elsewhere than
+    ``created_at`` (the store time of such a perception). ``origin`` and ``gid`` are set for a
+    memory pulled from another robot (docs/fleet.md).
     """
     cur = conn.execute(
         'INSERT INTO memories(type, content, content_hash, collection, session_id, category, '
-        'perception_type, kind, confidence, context_json, created_at, valid_from, decay_ref, '
-        'origin, gid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'perception_type, kind, confidence, context_json, created_at, valid_from, stored_at, '
+        'decay_ref, origin, gid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
         (type_, content, textmod.content_hash(content), collection, session_id or None,
          category, perception_type, kind, confidence,
-         json.dumps(context, ensure_ascii=False), created_at, created_at, decay_ref, origin,
-         gid))
+         json.dumps(context, ensure_ascii=False), created_at, created_at, stored_at, decay_ref,
+         origin, gid))
     memory_id = cur.lastrowid
     index_text(conn, memory_id, content)
     add_tags(conn, memory_id, tags)
@@ -752,14 +754,17 @@ def set_decayed(conn: Any, updates: Iterable[tuple[float, float, int]]) -> None:
 def untouched_perceptions(conn: Any, before: float, limit: int,
                           touched: Iterable[int] = ()) -> list[int]:
     """
-    Return ids of perceptions made before ``before`` that no recall returned, oldest first.
+    Return ids of perceptions stored before ``before`` that no recall returned, oldest first.
 
+    Stored, not stamped: a bag replayed today is as new as a live perception (stored_at).
     ``touched``: memories whose recall hits SQL does not hold yet, left out too.
     """
     return [row[0] for row in conn.execute(
         "SELECT id FROM memories WHERE type = 'perception' AND access_count = 0 "
-        'AND created_at < ? AND id NOT IN (SELECT value FROM json_each(?)) '
-        'ORDER BY created_at LIMIT ?', (before, json.dumps(sorted(touched)), int(limit)))]
+        'AND COALESCE(stored_at, created_at) < ? '
+        'AND id NOT IN (SELECT value FROM json_each(?)) '
+        'ORDER BY COALESCE(stored_at, created_at) LIMIT ?',
+        (before, json.dumps(sorted(touched)), int(limit)))]
 
 
 def purge(conn: Any, ids: Sequence[int]) -> None:
