@@ -321,6 +321,7 @@ def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
     engine.close()
     conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
     conn.execute('PRAGMA user_version=4')
+    conn.execute('DROP INDEX idx_memories_retention')  # schema 10 undone
     conn.execute('ALTER TABLE memories DROP COLUMN stored_at')  # schema 9 undone
     for name in ('insert', 'update', 'delete'):  # schema 7 (text index log) undone
         conn.execute(f'DROP TRIGGER text_log_{name}')
@@ -438,7 +439,8 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
-    for statement in ('ALTER TABLE memories DROP COLUMN stored_at',  # schema 9 undone
+    for statement in ('DROP INDEX idx_memories_retention',  # schema 10 undone
+                      'ALTER TABLE memories DROP COLUMN stored_at',  # schema 9 undone
                       'DROP TRIGGER text_log_insert',  # schema 7 (text index log) undone
                       'DROP TRIGGER text_log_update', 'DROP TRIGGER text_log_delete',
                       'DROP TABLE text_changes',
@@ -600,6 +602,10 @@ def test_retention_deletes_old_untouched_perceptions_only(tmp_path):
     clock.advance_days(5)
     result = engine.end_session(engine.start_session().session_id)
     assert result.pruned_perceptions == 20 and result.summary['pruned_perceptions'] == 20
+    plan = ' '.join(row[-1] for row in engine.db.reader().execute(
+        'EXPLAIN QUERY PLAN SELECT id FROM memories INDEXED BY idx_memories_retention '
+        f'WHERE {schema.UNTOUCHED_PERCEPTION} AND {schema.STORED} < 0 ORDER BY {schema.STORED}'))
+    assert 'idx_memories_retention' in plan and 'TEMP B-TREE' not in plan  # no scan, no sort
     left = {row[0] for row in engine.db.reader().execute('SELECT id FROM memories')}
     assert left == {fact, touched}
     reader = engine.db.reader()

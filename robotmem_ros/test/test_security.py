@@ -176,6 +176,8 @@ REVIEWED = {
     "', '.join(RESTORED)": 'constant column tuple (transfer_store)',
     "', '.join((':' + c for c in RESTORED))": 'named placeholders of the constant column tuple',
     'DECAY_REF': 'schema constant: the decay reference expression its index is built on',
+    'STORED': 'schema constant: the store time expression the retention index is built on',
+    'UNTOUCHED_PERCEPTION': "schema constant: the retention index's condition",
     'select': 'constant SELECT ... IN of store.contents / store.fts_bodies (_texts_by_id)',
     'schema.CONTEXT_VALUES_SQL': 'schema constant: json_extract of the constant CONTEXT_PATHS',
     'match': "store._ranked_first: where[0] (constant MATCH) and a constant '+rowid IN' with a "

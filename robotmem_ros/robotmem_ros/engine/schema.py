@@ -258,7 +258,18 @@ _V9 = [
     'ALTER TABLE memories ADD COLUMN stored_at REAL',
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9]
+# Retention (engine/retention.py) asks for the untouched perceptions stored before a time, oldest
+# first. Indexed as this expression over just those rows (store.untouched_perceptions names the
+# same words, so SQLite uses the index): a prune reads the rows it deletes, not every memory of
+# the store (a scan and a sort, 250 ms at 1M, docs/performance.md). A recall's first hit moves a
+# perception out of the index; facts are never in it.
+STORED = 'COALESCE(stored_at, created_at)'
+UNTOUCHED_PERCEPTION = "type = 'perception' AND access_count = 0"
+_V10 = [
+    f'CREATE INDEX idx_memories_retention ON memories({STORED}) WHERE {UNTOUCHED_PERCEPTION}',
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from robotmem_ros.engine import bm25, count_ledger, schema, text as textmod, vector_store
 from robotmem_ros.engine import vocab_store
-from robotmem_ros.engine.schema import DECAY_REF
+from robotmem_ros.engine.schema import DECAY_REF, STORED, UNTOUCHED_PERCEPTION
 from robotmem_ros.engine.vector_index import code_of, to_blob
 from robotmem_ros.types import MemoryRecord
 
@@ -760,10 +760,10 @@ def untouched_perceptions(conn: Any, before: float, limit: int,
     ``touched``: memories whose recall hits SQL does not hold yet, left out too.
     """
     return [row[0] for row in conn.execute(
-        "SELECT id FROM memories WHERE type = 'perception' AND access_count = 0 "
-        'AND COALESCE(stored_at, created_at) < ? '
+        f'SELECT id FROM memories INDEXED BY idx_memories_retention '
+        f'WHERE {UNTOUCHED_PERCEPTION} AND {STORED} < ? '
         'AND id NOT IN (SELECT value FROM json_each(?)) '
-        'ORDER BY COALESCE(stored_at, created_at) LIMIT ?',
+        f'ORDER BY {STORED} LIMIT ?',
         (before, json.dumps(sorted(touched)), int(limit)))]
 
 
