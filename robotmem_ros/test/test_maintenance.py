@@ -402,7 +402,8 @@ def test_stats_and_history(tmp_path):
 
 FIELDS = ('type', 'content', 'collection', 'session_id', 'category', 'perception_type', 'kind',
           'confidence', 'status', 'created_at', 'last_accessed', 'last_seen', 'decay_ref',
-          'valid_from', 'valid_until', 'access_count', 'reinforce_count', 'context_json')
+          'valid_from', 'valid_until', 'stored_at', 'access_count', 'reinforce_count',
+          'context_json')
 
 
 def snapshot(path: pathlib.Path) -> tuple[list[tuple], list[tuple], dict[str, list[str]]]:

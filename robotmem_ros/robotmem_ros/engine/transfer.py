@@ -1,12 +1,17 @@
 """
-JSONL export and import: moving experience between robots without losing a field.
+JSONL export and import: moving experience between robots, or a store to another machine.
 
-A file is a header line, then one line per session, then one line per memory in id order. Every
-stored field travels (timestamps, counters, status, tags), ids are remapped on import, and
-``superseded_by`` follows its target. Import is idempotent: an active fact whose normalized text
-is already active in the collection, or any memory identical in text, type, session and creation
-time to a stored one, is skipped and reported. Only that exact layer applies: near-duplicate
-folding stays end_session's job, so a round trip into an empty store is exact.
+A file is a header line, then one line per session, then one line per memory in id order. What a
+memory is and how it aged travels (text, type, collection, session, category, kind, confidence,
+context, status, tags, every timestamp and counter, the store time retention counts from); ids are
+remapped on import, and ``superseded_by`` follows its target. What the importing store derives or
+owns does not: vectors (embedded again by the importer's model), history (the import is its first
+event), each EndSession's outcome record (a session keeps its last score) and the fleet identity
+(``origin``, ``gid``: an imported memory is the importer's own). Import is idempotent: an active
+fact whose normalized text is already active in the collection, or any memory identical in text,
+type, session and creation time to a stored one, is skipped and reported. Only that exact layer
+applies: near-duplicate folding stays end_session's job, so a round trip into an empty store is
+exact.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ from typing import Any, Iterable
 from robotmem_ros.engine import store
 from robotmem_ros.engine import text as textmod
 
-TIMES = ('last_accessed', 'last_seen', 'decay_ref', 'valid_from', 'valid_until')
+# ``stored_at`` travels too: retention counts a perception's days from it, so a store moved by
+# export and import keeps its clock (a file written before schema 9 has none: from the stamps).
+TIMES = ('last_accessed', 'last_seen', 'decay_ref', 'valid_from', 'valid_until', 'stored_at')
 COUNTERS = ('access_count', 'reinforce_count')
 # The memory columns an import writes as the file holds them (context and hash apart).
 RESTORED = ('type', 'content', 'collection', 'session_id', 'category', 'perception_type',
