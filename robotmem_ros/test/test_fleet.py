@@ -272,6 +272,46 @@ def test_kill_9_mid_push_then_hub_and_robot_agree(fleet_hub, tmp_path, robots):
         engine.close()
 
 
+def test_two_pushers_of_one_store_take_turns(fleet_hub, robots, monkeypatch):
+    # The node's thread and `robotmem fleet push` on one store. The second pusher reads the
+    # queued fact and is held in its hub write; the first pusher must not acknowledge that
+    # entry meanwhile, or the fact's next change, queued under the same entry, would be
+    # acknowledged by the second pusher unsent and the hub would keep the old text.
+    from robotmem_ros.fleet.sync import FleetSync
+    a = robots('a', [unique('cell')])
+    second = FleetSync(a.engine, a.settings)  # the CLI's push, its own hub connection
+    fact = a.engine.learn('the spare gripper pads are in drawer 2').memory_id
+    held, go = threading.Event(), threading.Event()
+    real_push = hubmod.push
+
+    def push(conn, rows):
+        if threading.current_thread().name == 'second-pusher':
+            held.set()
+            assert go.wait(30)
+        return real_push(conn, rows)
+
+    def lock_waiters() -> int:
+        with fleet_hub.connect_admin() as conn:
+            return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                'AND NOT granted').fetchone()[0]
+
+    monkeypatch.setattr(hubmod, 'push', push)
+    threads = [threading.Thread(target=second.push_all, name='second-pusher'),
+               threading.Thread(target=a.sync.push_all, name='first-pusher')]
+    threads[0].start()
+    assert held.wait(30)  # the second pusher read the entry and is sending it
+    threads[1].start()
+    assert wait_until(lambda: not threads[1].is_alive() or lock_waiters() > 0)
+    a.engine.update(fact, 'the spare gripper pads are in drawer 5')
+    go.set()
+    for thread in threads:
+        thread.join(60)
+    second.stop()
+    assert list(hub_rows(fleet_hub, a.robot_id).values()) == [
+        ('the spare gripper pads are in drawer 5', 'active')]
+    assert local_store.outbox_length(a.engine.db.reader()) == 0
+
+
 def test_three_robots_same_fact_at_once(fleet_hub, robots):
     cell = unique('cell')
     fleet = [robots(p, [cell], embed=True) for p in ('a', 'b', 'c')]

@@ -177,6 +177,31 @@ def count_rows(conn: Any, robot_id: str | None = None) -> int:
                         (robot_id,)).fetchone()[0]
 
 
+# Pushes of one robot take turns: the node's thread and ``robotmem fleet push`` may push one
+# store. A push reads outbox entries, sends them, then acknowledges what it read; a second push
+# that read an entry before the first acknowledged it would acknowledge the change queued in
+# between without sending it, and send the older row after the newer one. A session advisory
+# lock per robot on the hub (the one place both pushers reach), held from the first read to the
+# last acknowledgement; the server drops it with a lost connection. A push that waits longer
+# than the statement timeout fails as any hub statement does, and is tried again.
+PUSH_LOCK_CLASS = 0x524D  # 'RM': robotmem's class of advisory locks
+
+
+def lock_pushes(conn: Any, robot_id: str) -> None:
+    """Wait for this robot's push turn (held by this connection until unlock_pushes)."""
+    conn.execute('SELECT pg_advisory_lock(%s, hashtext(%s))', (PUSH_LOCK_CLASS, robot_id))
+
+
+def unlock_pushes(conn: Any, robot_id: str) -> None:
+    """End this connection's push turn; a connection lost or closed has ended it already."""
+    if conn.closed:
+        return
+    try:
+        conn.execute('SELECT pg_advisory_unlock(%s, hashtext(%s))', (PUSH_LOCK_CLASS, robot_id))
+    except HubError:
+        pass  # the connection broke: the server ended the session and its locks
+
+
 def listen(conn: Any) -> None:
     """Subscribe this connection to change notifications."""
     conn.execute(f'LISTEN {CHANNEL}')

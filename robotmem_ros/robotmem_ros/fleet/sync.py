@@ -111,6 +111,15 @@ class FleetSync:
     def push_all(self, conn: Any | None = None) -> int:
         """Push the outbox in batches, then the catch-up after an overflow; return rows sent."""
         conn = conn or self._connection()
+        robot_id = self._settings.robot_id
+        self._guard(hub.lock_pushes, conn, robot_id)  # a second pusher of this store waits
+        try:
+            return self._push_outbox(conn)
+        finally:
+            hub.unlock_pushes(conn, robot_id)
+
+    def _push_outbox(self, conn: Any) -> int:
+        """Push the outbox, then catch up after an overflow (in this robot's push turn)."""
         model = self._model()
         sent = 0
         while True:
