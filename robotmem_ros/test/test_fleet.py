@@ -366,6 +366,44 @@ def test_paraphrases_pulled_in_one_batch_are_one_memory(fleet_hub, robots):
     assert puller.sync.status().duplicates == 1
 
 
+def test_a_collection_synced_later_gets_its_history_and_pushes_its_facts(robots):
+    # One watermark serves every synced collection: a collection added to fleet_collections
+    # later must still get what other robots stored in it before, and push the robot's own
+    # facts there, whose outbox entries were acknowledged unsent while it was not shared.
+    import dataclasses
+    from robotmem_ros.fleet.sync import FleetSync
+    first, later = unique('cell'), unique('cell')
+    a = robots('a', [first, later])
+    b = robots('b', [first], grants=[first, later])
+    a.engine.learn('the conveyor of this cell runs at 0.4 m/s', collection=later)
+    b.engine.learn('this cell has a light curtain at its exit', collection=later)
+    a.sync.sync_once()
+    b.sync.sync_once()
+    a.engine.learn('pallets here are stacked three high', collection=first)
+    a.sync.sync_once()
+    b.sync.sync_once()  # b's watermark is past a's fact of the later collection
+
+    def contents(robot, collection):
+        return sorted(row[0] for row in robot.engine.db.reader().execute(
+            'SELECT content FROM memories WHERE collection = ?', (collection,)))
+
+    assert contents(b, first) == ['pallets here are stacked three high']
+    assert contents(b, later) == ['this cell has a light curtain at its exit']
+    b.sync.stop()
+    b.sync = FleetSync(b.engine, dataclasses.replace(b.settings, collections=(first, later),
+                                                     batch_size=1))  # a backfill of steps
+    b.sync.sync_once()
+    a.sync.sync_once()
+    both = ['the conveyor of this cell runs at 0.4 m/s',
+            'this cell has a light curtain at its exit']
+    assert contents(b, later) == both and contents(a, later) == both
+    a.engine.learn('the exit of this cell is kept clear', collection=later)
+    a.sync.sync_once()
+    b.sync.sync_once()  # the backfill is over: new changes come after the watermark
+    assert contents(b, later) == sorted(both + ['the exit of this cell is kept clear'])
+    assert b.sync.status().duplicates == 0
+
+
 def test_unshared_collections_never_leave_the_robot(fleet_hub, robots):
     cell = unique('cell')
     a = robots('a', [cell])

@@ -145,20 +145,23 @@ def push(conn: Any, rows: Sequence[HubRow]) -> None:
 
 
 def pull(conn: Any, robot_id: str, collections: Sequence[str], after: Watermark,
-         limit: int) -> list[tuple[Watermark, HubRow]]:
+         limit: int, until: Watermark | None = None) -> list[tuple[Watermark, HubRow]]:
     """
     Other robots' rows in ``collections`` changed after ``after``, oldest change first.
 
     Only changes of transactions older than every running one are returned: a transaction still
-    in flight may hold a lower sequence number and must not be jumped over.
+    in flight may hold a lower sequence number and must not be jumped over. ``until`` bounds
+    the changes too (a collection's history up to a watermark: local_store.Pull).
     """
     cols = ', '.join(PULL_COLUMNS)
+    bound = '' if until is None else 'AND (txid, seq) <= (%s::text::xid8, %s) '
     rows = conn.execute(
         f'SELECT txid::text::bigint, seq, {cols} FROM robotmem.memories '
-        f'WHERE (txid, seq) > (%s::text::xid8, %s) '
+        f'WHERE (txid, seq) > (%s::text::xid8, %s) {bound}'
         f'AND txid < pg_snapshot_xmin(pg_current_snapshot()) '
         f'AND robot_id <> %s AND collection = ANY(%s) ORDER BY txid, seq LIMIT %s',
-        (str(after[0]), after[1], robot_id, list(collections), int(limit))).fetchall()
+        (str(after[0]), after[1], *(() if until is None else (str(until[0]), until[1])),
+         robot_id, list(collections), int(limit))).fetchall()
     return [((r[0], r[1]), _hub_row(r[2:])) for r in rows]
 
 

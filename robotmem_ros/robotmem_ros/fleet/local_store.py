@@ -147,11 +147,83 @@ def own_rows_after(conn: Any, after_id: int, limit: int) -> list[Any]:
 
 def watermark(conn: Any) -> Watermark:
     """Return the hub position pulled so far."""
-    raw = store.get_meta(conn, 'fleet_watermark')
-    if raw is None:
-        return (0, 0)
-    txid, seq = raw.split(':')
+    return _position(store.get_meta(conn, 'fleet_watermark') or '0:0')
+
+
+def _position(text: str) -> Watermark:
+    txid, seq = text.split(':')
     return int(txid), int(seq)
+
+
+def _text(position: Watermark) -> str:
+    return '%d:%d' % position
+
+
+class Pull(NamedTuple):
+    """What the next pull reads: changes of ``collections`` after ``after`` up to ``until``."""
+
+    collections: tuple[str, ...]
+    after: Watermark
+    until: Watermark | None  # None: the watermark's own pull, up to the hub's latest change
+
+
+def note_collections(conn: Any, collections: Sequence[str]) -> list[str]:
+    """
+    Record the synced collections; return those not synced when they were last recorded.
+
+    One watermark serves every synced collection, so a collection synced from now on would start
+    past the changes other robots made before: its history up to the watermark is pulled first
+    (a backfill, next_pull), and the catch-up pushes its own facts, whose outbox entries were
+    acknowledged unsent while it was not shared. A store with no record (fleet sync enabled
+    just now, or by a robotmem before this record) takes its collections as they are.
+    """
+    before = store.get_meta(conn, 'fleet_collections')
+    store.set_meta(conn, 'fleet_collections', json.dumps(sorted(collections)))
+    if before is None:
+        return []
+    added = sorted(set(collections) - set(json.loads(before)))
+    if added:
+        until = watermark(conn)
+        if until != (0, 0):
+            _set_backfills(conn, _backfills(conn) + [
+                {'collections': added, 'after': '0:0', 'until': _text(until)}])
+        mark_overflow(conn)
+    return added
+
+
+def next_pull(conn: Any, collections: Sequence[str]) -> Pull:
+    """Return the oldest backfill still due, else ``collections`` after the watermark."""
+    backfills = _backfills(conn)
+    if backfills:
+        first = backfills[0]
+        return Pull(tuple(first['collections']), _position(first['after']),
+                    _position(first['until']))
+    return Pull(tuple(collections), watermark(conn), None)
+
+
+def advance(conn: Any, pull: Pull, batch: Sequence[tuple[Watermark, HubRow]],
+            finished: bool) -> None:
+    """After ``batch`` of ``pull`` is applied: move its position, or end a finished backfill."""
+    if pull.until is None:
+        if batch:
+            store.set_meta(conn, 'fleet_watermark', _text(batch[-1][0]))
+        return
+    backfills = _backfills(conn)
+    if not backfills:
+        return  # another puller of this store ended it
+    if finished:
+        del backfills[0]
+    elif batch:
+        backfills[0]['after'] = _text(batch[-1][0])
+    _set_backfills(conn, backfills)
+
+
+def _backfills(conn: Any) -> list[dict[str, Any]]:
+    return json.loads(store.get_meta(conn, 'fleet_backfills') or '[]')
+
+
+def _set_backfills(conn: Any, backfills: list[dict[str, Any]]) -> None:
+    store.set_meta(conn, 'fleet_backfills', json.dumps(backfills))
 
 
 class Pulled(NamedTuple):
@@ -165,7 +237,7 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                  config: MemoryConfig, model: str, dim: int, vectors_ok: bool,
                  now: float) -> Pulled:
     """
-    Store other robots' rows locally and advance the watermark, in the caller's transaction.
+    Store other robots' rows locally, in the caller's transaction; ``advance`` moves the pull.
 
     A new row that local dedup judges a duplicate of a memory already here (its own or pulled
     earlier) is not stored again: the existing memory is reinforced and its history names the
@@ -196,9 +268,6 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                 duplicates += 1
             else:
                 _insert_pulled(conn, row, vector, vectors_ok)
-    if batch:
-        txid, seq = batch[-1][0]
-        store.set_meta(conn, 'fleet_watermark', f'{txid}:{seq}')
     return Pulled(duplicates, refused)
 
 

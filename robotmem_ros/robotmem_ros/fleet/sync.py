@@ -38,6 +38,10 @@ class FleetSync:
         self._clock = clock
         with engine.db.write() as conn:
             self._ident = local_store.enable(conn, settings.robot_id, settings.outbox_limit)
+            added = local_store.note_collections(conn, settings.collections)
+        if added:
+            LOG.info('fleet: collections %s newly synced: their history is pulled and their '
+                     'own facts pushed', ', '.join(added))
         self._conn: Any = None
         self._dim = 0
         self._lock = threading.Lock()
@@ -161,25 +165,32 @@ class FleetSync:
                 self._note(pushed=len(stale), last_push=self._clock())
 
     def pull_all(self, conn: Any | None = None) -> int:
-        """Pull other robots' changes in batches until the hub has nothing newer."""
+        """
+        Pull other robots' changes in batches until the hub has nothing newer.
+
+        A collection synced since the last start is pulled from its beginning first (the
+        backfill local_store.note_collections queued), then every one after the watermark.
+        """
         conn = conn or self._connection()
         engine = self._engine
         total = 0
         while True:
-            after = self._read(local_store.watermark)
-            batch = self._guard(hub.pull, conn, self._settings.robot_id,
-                                self._settings.collections, after, self._settings.batch_size)
-            if batch:
+            step = self._read(local_store.next_pull, self._settings.collections)
+            batch = self._guard(hub.pull, conn, self._settings.robot_id, step.collections,
+                                step.after, self._settings.batch_size, step.until)
+            finished = len(batch) < self._settings.batch_size
+            if batch or step.until is not None:
                 with engine.db.write() as local:
                     pulled = local_store.apply_pulled(
                         local, batch, config=engine.config, model=self._model(),
                         dim=engine.embedding.embedder.dim if engine.embedding.usable else 0,
                         vectors_ok=engine.embedding.usable, now=self._clock())
+                    local_store.advance(local, step, batch, finished)
                 total += len(batch)
                 self._note(pulled=len(batch), duplicates=pulled.duplicates,
                            refused=pulled.refused)
             self._note(last_pull=self._clock())
-            if len(batch) < self._settings.batch_size:
+            if finished and step.until is None:
                 return total
 
     def request_catch_up(self) -> None:
