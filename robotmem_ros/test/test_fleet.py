@@ -346,6 +346,35 @@ def test_three_robots_same_fact_at_once(fleet_hub, robots):
             f'fleet:{r.robot_id}' for r in fleet if r is not robot}
 
 
+def test_a_fact_folded_from_two_robots_stays_while_one_still_holds_it(robots):
+    # B folds A's and C's copies of one fact into one memory, which follows A (pulled first).
+    # A forgetting its copy must not take the fact from B while C still holds it.
+    cell = unique('cell')
+    a, b, c = robots('a', [cell]), robots('b', [cell]), robots('c', [cell])
+    fact = 'the torque wrench is calibrated every monday'
+    from_a = a.engine.learn(fact).memory_id
+    from_c = c.engine.learn(fact).memory_id
+    a.sync.sync_once()
+    c.sync.sync_once()
+    b.sync.sync_once()
+
+    def held_by_b():
+        return b.engine.db.reader().execute(
+            "SELECT id, status, origin FROM memories WHERE type = 'fact'").fetchall()
+
+    [(memory_id, status, origin)] = held_by_b()
+    assert (status, origin) == ('active', a.robot_id)
+    a.engine.forget(from_a, 'the wrench moved to another cell')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    assert [tuple(r) for r in held_by_b()] == [(memory_id, 'active', c.robot_id)]
+    assert b.engine.history(memory_id)[-1]['event'] == 'origin'
+    c.engine.forget(from_c, 'no longer calibrated here')
+    c.sync.sync_once()
+    b.sync.sync_once()
+    assert [tuple(r) for r in held_by_b()] == [(memory_id, 'forgotten', c.robot_id)]
+
+
 def test_paraphrases_pulled_in_one_batch_are_one_memory(fleet_hub, robots):
     # Two robots word one task differently (the paraphrase of test_cosine_layer_catches_
     # paraphrase: cosine 0.94, Jaccard 0.5, only the vector layer sees it); a third pulls both

@@ -321,6 +321,7 @@ def test_filter_ids_are_filled_for_a_store_of_schema_4(tmp_path):
     engine.close()
     conn = sqlite3.connect(str(tmp_path / 'memory.db'), isolation_level=None)
     conn.execute('PRAGMA user_version=4')
+    conn.execute('DROP TABLE fleet_copies')  # schema 11 undone
     conn.execute('DROP INDEX idx_memories_retention')  # schema 10 undone
     conn.execute('ALTER TABLE memories DROP COLUMN stored_at')  # schema 9 undone
     for name in ('insert', 'update', 'delete'):  # schema 7 (text index log) undone
@@ -439,7 +440,8 @@ def test_a_schema_1_vec0_store_is_adopted(tmp_path):
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.execute('PRAGMA user_version=1')
-    for statement in ('DROP INDEX idx_memories_retention',  # schema 10 undone
+    for statement in ('DROP TABLE fleet_copies',  # schema 11 undone
+                      'DROP INDEX idx_memories_retention',  # schema 10 undone
                       'ALTER TABLE memories DROP COLUMN stored_at',  # schema 9 undone
                       'DROP TRIGGER text_log_insert',  # schema 7 (text index log) undone
                       'DROP TRIGGER text_log_update', 'DROP TRIGGER text_log_delete',

@@ -269,7 +269,20 @@ _V10 = [
     f'CREATE INDEX idx_memories_retention ON memories({STORED}) WHERE {UNTOUCHED_PERCEPTION}',
 ]
 
-MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10]
+# Fleet (docs/fleet.md, "Copies folded into one memory"): another robot's copy of a fact that
+# local dedup folded into a memory here. The memory follows its origin's changes; when that
+# origin forgets or supersedes its copy, a copy still held by another robot takes over as the
+# memory's origin instead of the memory following it out. A copy's own end removes its row.
+_V11 = [
+    """
+    CREATE TABLE fleet_copies (
+        gid TEXT PRIMARY KEY,
+        memory_id INTEGER NOT NULL REFERENCES memories(id),
+        robot_id TEXT NOT NULL)""",
+    'CREATE INDEX idx_fleet_copies_memory ON fleet_copies(memory_id)',
+]
+
+MIGRATIONS: list[list[str]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -256,6 +256,9 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                              'WHERE gid = ?', (row.gid,)).fetchone()
         if local is not None:
             _update_pulled(conn, local, row, vector, now)
+        elif _is_copy(conn, row.gid):
+            if row.status != 'active':  # that robot no longer holds it
+                conn.execute('DELETE FROM fleet_copies WHERE gid = ?', (row.gid,))
         elif row.status == 'active' and row.type == 'fact':
             verdict = dedup.check(conn, row.content, collection=row.collection, session_id='',
                                   vector=vector, config=config, now=now)
@@ -265,6 +268,9 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                                   actor=f'fleet:{row.robot_id}',
                                   reason=f'robot {row.robot_id} learned it too '
                                          f'({verdict.method})', details={'gid': row.gid})
+                conn.execute('INSERT INTO fleet_copies(gid, memory_id, robot_id) '
+                             'VALUES (?, ?, ?) ON CONFLICT(gid) DO NOTHING',
+                             (row.gid, verdict.existing_id, row.robot_id))
                 duplicates += 1
             else:
                 _insert_pulled(conn, row, vector, vectors_ok)
@@ -313,6 +319,31 @@ def _insert_pulled(conn: Any, row: HubRow, vector: np.ndarray | None, vectors_ok
         store.put_vector(conn, memory_id, vector)
 
 
+def _is_copy(conn: Any, gid: str) -> bool:
+    """Tell whether ``gid`` is a copy folded into a memory here (fleet_copies)."""
+    return conn.execute('SELECT 1 FROM fleet_copies WHERE gid = ?', (gid,)).fetchone() is not None
+
+
+def _hand_over(conn: Any, memory_id: int, row: HubRow, now: float) -> bool:
+    """
+    Make another robot's copy folded into ``memory_id`` its origin; False when there is none.
+
+    The origin's copy ended (``row``), but the fleet still holds the fact: the memory stays
+    active and follows that robot's copy from now on (the oldest folded copy first).
+    """
+    copy = conn.execute('SELECT gid, robot_id FROM fleet_copies WHERE memory_id = ? '
+                        'ORDER BY rowid LIMIT 1', (memory_id,)).fetchone()
+    if copy is None:
+        return False
+    conn.execute('DELETE FROM fleet_copies WHERE gid = ?', (copy['gid'],))
+    conn.execute('UPDATE memories SET origin = ?, gid = ? WHERE id = ?',
+                 (copy['robot_id'], copy['gid'], memory_id))
+    store.add_history(conn, memory_id, 'origin', created_at=now, actor=f'fleet:{row.robot_id}',
+                      reason=f'robot {row.robot_id} {row.status} its copy; robot '
+                             f'{copy["robot_id"]} still holds it', details={'gid': copy['gid']})
+    return True
+
+
 def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None,
                    now: float) -> None:
     """Follow the origin's change of a pulled memory (text, labels, status)."""
@@ -320,6 +351,8 @@ def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None
         return  # statuses only move forward
     memory_id = local['id']
     if row.status != 'active':
+        if _hand_over(conn, memory_id, row, now):
+            return
         store.set_status(conn, memory_id, row.status, now=now)
         store.add_history(conn, memory_id, row.status, created_at=now,
                           actor=f'fleet:{row.robot_id}', reason='changed by its origin robot')
