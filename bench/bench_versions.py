@@ -19,8 +19,9 @@ Learns add rows: each round adds 2 × ``--calls`` facts per version (0.07 % of a
 the default run), so later rounds see a store a little larger for both versions alike. A
 second run on the same store needs another ``--seed``: its facts would be stored already.
 Both versions must read the store's schema: the newer one migrates it at its first open, and a
-version from before that migration refuses it (schema 9, the perceptions' ``stored_at``, came
-with b89e829: a before-ref older than that needs its own store, or ``bench_scale.py``).
+version from before that migration refuses it (schema 9 came with b89e829, 10 with abe5636, 11
+with 016a367: a before-ref older than the store's schema needs its own store, or
+``bench_scale.py``).
 
 Usage::
 
