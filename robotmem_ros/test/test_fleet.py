@@ -433,6 +433,28 @@ def test_a_collection_synced_later_gets_its_history_and_pushes_its_facts(robots)
     assert b.sync.status().duplicates == 0
 
 
+def test_a_hub_whose_transaction_ids_started_again_is_pulled_from_the_start(robots):
+    # A hub restored into a new server numbers its transactions from a low id again: a robot
+    # whose watermark is past them would never pull another change. Simulated by a watermark
+    # beyond any transaction id this hub has reached.
+    from robotmem_ros.engine import store
+    cell = unique('cell')
+    a, b = robots('a', [cell]), robots('b', [cell])
+    a.engine.learn('the loading dock door sticks when it is cold')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    with b.engine.db.write() as conn:
+        store.set_meta(conn, 'fleet_watermark', f'{2 ** 40}:7')
+    a.engine.learn('the dock light is on a timer until 22:00')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    assert sorted(_texts(b.engine.recall('dock', n=5))) == [
+        'the dock light is on a timer until 22:00',
+        'the loading dock door sticks when it is cold']
+    assert local_store.watermark(b.engine.db.reader())[0] < 2 ** 40
+    assert b.sync.status().duplicates == 0  # the fact pulled before is followed, not folded
+
+
 def test_unshared_collections_never_leave_the_robot(fleet_hub, robots):
     cell = unique('cell')
     a = robots('a', [cell])

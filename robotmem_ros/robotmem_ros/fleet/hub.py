@@ -165,6 +165,17 @@ def pull(conn: Any, robot_id: str, collections: Sequence[str], after: Watermark,
     return [((r[0], r[1]), _hub_row(r[2:])) for r in rows]
 
 
+def transaction_floor(conn: Any) -> int:
+    """
+    Return the hub's oldest running transaction id (every pulled change is older).
+
+    It only grows on one server; a pull's watermark above it means the hub's transaction ids
+    started again (a hub restored into a new server): local_store.restart_pulls.
+    """
+    return conn.execute('SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint'
+                        ).fetchone()[0]
+
+
 def own_states(conn: Any, gids: Sequence[str]) -> dict[str, tuple]:
     """Own rows' STATE_COLUMNS by gid, as HubRow.state gives them (for catch-up)."""
     rows = conn.execute(f'SELECT gid, {", ".join(STATE_COLUMNS)} FROM robotmem.memories '

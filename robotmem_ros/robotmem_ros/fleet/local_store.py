@@ -218,6 +218,23 @@ def advance(conn: Any, pull: Pull, batch: Sequence[tuple[Watermark, HubRow]],
     _set_backfills(conn, backfills)
 
 
+def restart_pulls(conn: Any, floor: int) -> bool:
+    """
+    Pull from the start again if the watermark is past the hub's ``floor``; True if it was.
+
+    Transaction ids only grow on one server, and every pulled change is older than the floor:
+    a watermark past it means the hub's ids started again (a hub restored into a new server),
+    and no change written since would ever be newer than it. Rows pulled before are followed
+    again as any change (a fact folded into another is reinforced again); backfills are
+    dropped, the pull from the start covers them.
+    """
+    if watermark(conn)[0] <= floor:
+        return False
+    store.set_meta(conn, 'fleet_watermark', '0:0')
+    _set_backfills(conn, [])
+    return True
+
+
 def _backfills(conn: Any) -> list[dict[str, Any]]:
     return json.loads(store.get_meta(conn, 'fleet_backfills') or '[]')
 

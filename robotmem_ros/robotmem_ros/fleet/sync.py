@@ -173,6 +173,13 @@ class FleetSync:
         """
         conn = conn or self._connection()
         engine = self._engine
+        floor = self._guard(hub.transaction_floor, conn)
+        if self._read(local_store.watermark)[0] > floor:
+            with engine.db.write() as local:
+                if local_store.restart_pulls(local, floor):
+                    LOG.warning('fleet: the hub\'s transaction ids are behind this robot\'s '
+                                'watermark (a hub restored into a new server?): pulling '
+                                'from the start again')
         total = 0
         while True:
             step = self._read(local_store.next_pull, self._settings.collections)
