@@ -177,7 +177,7 @@ class FleetSync:
         if self._read(local_store.watermark)[0] > floor:
             with engine.db.write() as local:
                 if local_store.restart_pulls(local, floor):
-                    LOG.warning('fleet: the hub\'s transaction ids are behind this robot\'s '
+                    LOG.warning("fleet: the hub's transaction ids are behind this robot's "
                                 'watermark (a hub restored into a new server?): pulling '
                                 'from the start again')
         total = 0
