@@ -396,9 +396,10 @@ def test_paraphrases_pulled_in_one_batch_are_one_memory(fleet_hub, robots):
 
 
 def test_a_collection_synced_later_gets_its_history_and_pushes_its_facts(robots):
-    # One watermark serves every synced collection: a collection added to fleet_collections
-    # later must still get what other robots stored in it before, and push the robot's own
-    # facts there, whose outbox entries were acknowledged unsent while it was not shared.
+    # A collection added to fleet_collections later must still get what other robots stored
+    # in it before (with one watermark for every collection it started past them), and push
+    # the robot's own facts there, whose outbox entries were acknowledged unsent while it was
+    # not shared.
     import dataclasses
     from robotmem_ros.fleet.sync import FleetSync
     first, later = unique('cell'), unique('cell')
@@ -420,7 +421,7 @@ def test_a_collection_synced_later_gets_its_history_and_pushes_its_facts(robots)
     assert contents(b, later) == ['this cell has a light curtain at its exit']
     b.sync.stop()
     b.sync = FleetSync(b.engine, dataclasses.replace(b.settings, collections=(first, later),
-                                                     batch_size=1))  # a backfill of steps
+                                                     batch_size=1))  # pulled in steps
     b.sync.sync_once()
     a.sync.sync_once()
     both = ['the conveyor of this cell runs at 0.4 m/s',
@@ -428,30 +429,84 @@ def test_a_collection_synced_later_gets_its_history_and_pushes_its_facts(robots)
     assert contents(b, later) == both and contents(a, later) == both
     a.engine.learn('the exit of this cell is kept clear', collection=later)
     a.sync.sync_once()
-    b.sync.sync_once()  # the backfill is over: new changes come after the watermark
+    b.sync.sync_once()  # both collections at one position now: pulled together
     assert contents(b, later) == sorted(both + ['the exit of this cell is kept clear'])
     assert b.sync.status().duplicates == 0
+
+
+def test_a_cli_run_with_other_collections_leaves_the_node_its_own(robots):
+    # `robotmem fleet status|push|pull --collections other` on the node's store: the node
+    # must not pull a collection it does not sync, nor pull its own again (reinforcing the
+    # facts it folded each time), and a push of other collections must not leave the node's
+    # own facts unsent.
+    import dataclasses
+    from robotmem_ros.fleet.sync import FleetSync
+    cell, other = unique('cell'), unique('other')
+    a = robots('a', [cell], grants=[cell, other])
+    b = robots('b', [cell, other])
+    mine = a.engine.learn(FACT).memory_id
+    b.engine.learn('the forklift charger is behind door 3', collection=other)
+    b.engine.learn(FACT)
+    b.sync.sync_once()
+    a.sync.sync_once()
+
+    def reinforced():
+        return a.engine.db.reader().execute(
+            'SELECT reinforce_count FROM memories WHERE id = ?', (mine,)).fetchone()[0]
+
+    assert reinforced() == 1  # b's copy folded into a's own fact
+    for _ in range(2):
+        cli = FleetSync(a.engine, dataclasses.replace(a.settings, collections=(other,)))
+        a.engine.learn(f'the cell {_} door is locked at night')
+        cli.push_all()  # acknowledges the cell fact unsent: cell is not its collection
+        cli.stop()
+        a.sync.stop()
+        a.sync = FleetSync(a.engine, a.settings)  # the node restarts
+        a.sync.sync_once()
+    assert reinforced() == 1
+    assert local_store.outbox_length(a.engine.db.reader()) == 0
+    assert sorted(c for _, c in hub_rows_content(a)) == sorted(
+        [FACT, 'the cell 0 door is locked at night', 'the cell 1 door is locked at night'])
+    assert a.engine.db.reader().execute('SELECT count(*) FROM memories WHERE collection = ?',
+                                        (other,)).fetchone()[0] == 0
+
+
+def test_a_turn_held_by_a_vanished_session_delays_pushes_not_pulls(fleet_hub, robots):
+    # A robot that lost power mid-push may leave its hub session, and the turn it holds,
+    # behind until the server notices. The robot's next rounds must still pull.
+    cell = unique('cell')
+    a, b = robots('a', [cell]), robots('b', [cell])
+    stale = hubmod.connect(a.url)
+    try:
+        assert hubmod.take_turn(stale, hubmod.PUSH, a.robot_id, wait=False)
+        a.engine.learn('the exit of this cell is kept clear')
+        b.engine.learn('pallets here are stacked three high')
+        b.sync.sync_once()
+        assert a.sync.sync_once() == {'pushed': 0, 'pulled': 1}
+        assert local_store.outbox_length(a.engine.db.reader()) == 1
+    finally:
+        stale.close()  # the server ends the session and its turn
+    assert a.sync.sync_once()['pushed'] == 1
 
 
 def test_a_hub_whose_transaction_ids_started_again_is_pulled_from_the_start(robots):
     # A hub restored into a new server numbers its transactions from a low id again: a robot
     # whose watermark is past them would never pull another change. Simulated by a watermark
     # beyond any transaction id this hub has reached.
-    from robotmem_ros.engine import store
     cell = unique('cell')
     a, b = robots('a', [cell]), robots('b', [cell])
     a.engine.learn('the loading dock door sticks when it is cold')
     a.sync.sync_once()
     b.sync.sync_once()
     with b.engine.db.write() as conn:
-        store.set_meta(conn, 'fleet_watermark', f'{2 ** 40}:7')
+        local_store.set_watermarks(conn, [cell], (2 ** 40, 7))
     a.engine.learn('the dock light is on a timer until 22:00')
     a.sync.sync_once()
     b.sync.sync_once()
     assert sorted(_texts(b.engine.recall('dock', n=5))) == [
         'the dock light is on a timer until 22:00',
         'the loading dock door sticks when it is cold']
-    assert local_store.watermark(b.engine.db.reader())[0] < 2 ** 40
+    assert local_store.watermarks(b.engine.db.reader(), [cell])[cell][0] < 2 ** 40
     assert b.sync.status().duplicates == 0  # the fact pulled before is followed, not folded
 
 
@@ -640,7 +695,7 @@ def test_cli_fleet_status_push_pull_recall(fleet_hub, tmp_path, capsys, robots):
         return code, json.loads(capsys.readouterr().out)
 
     code, status = run('status', '--robot-id', robot_id, '--collections', cell)
-    assert code == 0 and status['outbox'] == 1 and status['watermark'] == '0:0'
+    assert code == 0 and status['outbox'] == 1 and status['watermark'] == {cell: '0:0'}
     code, pushed = run('push', '--robot-id', robot_id, '--collections', cell)
     assert code == 0 and pushed['pushed'] == 1 and pushed['outbox'] == 0
     b.engine.learn('the torque sensor of robot b is fine', collection=cell)

@@ -144,7 +144,9 @@ def _sync_action(engine: Any, args: argparse.Namespace, config: MemoryConfig,
             result['pulled'] = sync.pull_all()
         else:
             with engine.db.read() as conn:
-                result['watermark'] = '%d:%d' % local_store.watermark(conn)
+                result['watermark'] = {
+                    collection: '%d:%d' % position for collection, position
+                    in local_store.watermarks(conn, settings.collections).items()}
             try:
                 result['hub'] = sync.hub_rows_per_robot()
             except StorageError as exc:

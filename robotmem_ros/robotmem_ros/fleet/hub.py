@@ -83,9 +83,15 @@ def connect(url: str, password: str | None = None) -> Any:
     # ones came back empty. pgvector 0.8's iterative scan searches on until k rows pass. With
     # an older pgvector, PostgreSQL should keep the unknown setting as an unused placeholder or
     # drop it with a warning (untested: the bundled server has pgvector 0.8.5).
+    # The server's own keepalives (this session's socket) notice a robot that vanished: its
+    # session, and the sync turn it may hold (take_turn), end within about 25 s, not the
+    # system's two hours.
     kwargs: dict[str, Any] = {'autocommit': True, 'connect_timeout': CONNECT_TIMEOUT_S,
                               'options': f'-c statement_timeout={STATEMENT_TIMEOUT_MS} '
-                                         '-c hnsw.iterative_scan=strict_order',
+                                         '-c hnsw.iterative_scan=strict_order '
+                                         '-c tcp_keepalives_idle=10 '
+                                         '-c tcp_keepalives_interval=5 '
+                                         '-c tcp_keepalives_count=3',
                               'keepalives': 1, 'keepalives_idle': 10,
                               'keepalives_interval': 5, 'keepalives_count': 3}
     if password is not None:
@@ -145,23 +151,21 @@ def push(conn: Any, rows: Sequence[HubRow]) -> None:
 
 
 def pull(conn: Any, robot_id: str, collections: Sequence[str], after: Watermark,
-         limit: int, until: Watermark | None = None) -> list[tuple[Watermark, HubRow]]:
+         limit: int, floor: int) -> list[tuple[Watermark, HubRow]]:
     """
     Other robots' rows in ``collections`` changed after ``after``, oldest change first.
 
-    Only changes of transactions older than every running one are returned: a transaction still
-    in flight may hold a lower sequence number and must not be jumped over. ``until`` bounds
-    the changes too (a collection's history up to a watermark: local_store.Pull).
+    Only changes of transactions older than ``floor`` (transaction_floor: older than every
+    running one) are returned: a transaction still in flight may hold a lower sequence number
+    and must not be jumped over.
     """
     cols = ', '.join(PULL_COLUMNS)
-    bound = '' if until is None else 'AND (txid, seq) <= (%s::text::xid8, %s) '
     rows = conn.execute(
         f'SELECT txid::text::bigint, seq, {cols} FROM robotmem.memories '
-        f'WHERE (txid, seq) > (%s::text::xid8, %s) {bound}'
-        f'AND txid < pg_snapshot_xmin(pg_current_snapshot()) '
+        f'WHERE (txid, seq) > (%s::text::xid8, %s) AND txid < %s::text::xid8 '
         f'AND robot_id <> %s AND collection = ANY(%s) ORDER BY txid, seq LIMIT %s',
-        (str(after[0]), after[1], *(() if until is None else (str(until[0]), until[1])),
-         robot_id, list(collections), int(limit))).fetchall()
+        (str(after[0]), after[1], str(floor), robot_id, list(collections),
+         int(limit))).fetchall()
     return [((r[0], r[1]), _hub_row(r[2:])) for r in rows]
 
 
@@ -170,7 +174,8 @@ def transaction_floor(conn: Any) -> int:
     Return the hub's oldest running transaction id (every pulled change is older).
 
     It only grows on one server; a pull's watermark above it means the hub's transaction ids
-    started again (a hub restored into a new server): local_store.restart_pulls.
+    started again (a hub restored into a new server): local_store.restart_pulls. A round reads
+    it once and pulls below it.
     """
     return conn.execute('SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint'
                         ).fetchone()[0]
@@ -191,27 +196,36 @@ def count_rows(conn: Any, robot_id: str | None = None) -> int:
                         (robot_id,)).fetchone()[0]
 
 
-# Pushes of one robot take turns: the node's thread and ``robotmem fleet push`` may push one
-# store. A push reads outbox entries, sends them, then acknowledges what it read; a second push
-# that read an entry before the first acknowledged it would acknowledge the change queued in
-# between without sending it, and send the older row after the newer one. A session advisory
-# lock per robot on the hub (the one place both pushers reach), held from the first read to the
-# last acknowledgement; the server drops it with a lost connection. A push that waits longer
-# than the statement timeout fails as any hub statement does, and is tried again.
-PUSH_LOCK_CLASS = 0x524D  # 'RM': robotmem's class of advisory locks
+# The sync of one robot takes turns: the node's thread and ``robotmem fleet push|pull`` may
+# sync one store. A push reads outbox entries, sends them, then acknowledges what it read; a
+# second push that read an entry before the first acknowledged it would acknowledge the change
+# queued in between without sending it, and send the older row after the newer one. Two pulls
+# would apply one batch twice and could move a watermark back. A session advisory lock per
+# robot and kind on the hub (the one place both reach), held from the first read to the last
+# local write; the server ends it with the session (its keepalives: connect).
+TURN_CLASS = 0x524D0  # 'RM' and the kind below: robotmem's advisory lock keys
+PUSH, PULL = 1, 2
 
 
-def lock_pushes(conn: Any, robot_id: str) -> None:
-    """Wait for this robot's push turn (held by this connection until unlock_pushes)."""
-    conn.execute('SELECT pg_advisory_lock(%s, hashtext(%s))', (PUSH_LOCK_CLASS, robot_id))
+def take_turn(conn: Any, kind: int, robot_id: str, wait: bool) -> bool:
+    """
+    Take this robot's push or pull turn on this connection; False if another holds it.
+
+    ``wait``: wait for it (bounded by the statement timeout) instead of answering False.
+    """
+    key = (TURN_CLASS + kind, robot_id)
+    if wait:
+        conn.execute('SELECT pg_advisory_lock(%s, hashtext(%s))', key)
+        return True
+    return conn.execute('SELECT pg_try_advisory_lock(%s, hashtext(%s))', key).fetchone()[0]
 
 
-def unlock_pushes(conn: Any, robot_id: str) -> None:
-    """End this connection's push turn; a connection lost or closed has ended it already."""
+def end_turn(conn: Any, kind: int, robot_id: str) -> None:
+    """End this connection's turn; a connection lost or closed has ended it already."""
     if conn.closed:
         return
     try:
-        conn.execute('SELECT pg_advisory_unlock(%s, hashtext(%s))', (PUSH_LOCK_CLASS, robot_id))
+        conn.execute('SELECT pg_advisory_unlock(%s, hashtext(%s))', (TURN_CLASS + kind, robot_id))
     except HubError:
         pass  # the connection broke: the server ended the session and its locks
 

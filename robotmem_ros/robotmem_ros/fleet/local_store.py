@@ -46,12 +46,14 @@ class Identity:
         return f'{self.store_id}:{memory_id}'
 
 
-def enable(conn: Any, robot_id: str, outbox_limit: int) -> Identity:
+def enable(conn: Any, robot_id: str, outbox_limit: int, collections: Sequence[str]
+           ) -> Identity:
     """
     Mark the store as syncing for ``robot_id`` (from now on the triggers queue own changes).
 
     The first time, every existing own fact is queued (the overflow mark covers what does not
-    fit). A store that belongs to another robot id is refused: two robots would share gids.
+    fit) and ``collections`` are recorded as shared. A store that belongs to another robot id
+    is refused: two robots would share gids.
     """
     current = store.get_meta(conn, 'fleet_robot_id')
     if current is not None and current != robot_id:
@@ -64,6 +66,7 @@ def enable(conn: Any, robot_id: str, outbox_limit: int) -> Identity:
         store.set_meta(conn, 'fleet_store_id', store_id)
     if current is None:
         store.set_meta(conn, 'fleet_robot_id', robot_id)
+        set_shared_collections(conn, collections)
         conn.execute('INSERT INTO fleet_outbox(memory_id) SELECT id FROM memories '
                      "WHERE origin = '' AND type = 'fact' ORDER BY id LIMIT ?",
                      (int(outbox_limit),))
@@ -137,17 +140,69 @@ def acknowledge(conn: Any, keys: Sequence[tuple[int, int]]) -> None:
     conn.executemany('DELETE FROM fleet_outbox WHERE memory_id = ? AND version = ?', keys)
 
 
-def own_rows_after(conn: Any, after_id: int, limit: int) -> list[Any]:
-    """Own facts after ``after_id`` in id order (the catch-up walk)."""
+def own_rows_after(conn: Any, after_id: int, limit: int, collections: Sequence[str]
+                   ) -> list[Any]:
+    """Own facts of ``collections`` after ``after_id`` in id order (the catch-up walk)."""
+    marks = ', '.join('?' * len(collections))
     return conn.execute(
         f'SELECT m.id AS memory_id, {ROW_COLUMNS} FROM memories m '
-        "WHERE m.origin = '' AND m.type = 'fact' AND m.id > ? ORDER BY m.id LIMIT ?",
-        (int(after_id), int(limit))).fetchall()
+        "WHERE m.origin = '' AND m.type = 'fact' AND m.id > ? "
+        f'AND m.collection IN ({marks}) ORDER BY m.id LIMIT ?',
+        (int(after_id), *collections, int(limit))).fetchall()
 
 
-def watermark(conn: Any) -> Watermark:
-    """Return the hub position pulled so far."""
-    return _position(store.get_meta(conn, 'fleet_watermark') or '0:0')
+# Where the pulls of each collection stand: one hub position per collection (meta
+# ``fleet_watermark:<collection>``), so a collection synced later starts from its beginning and
+# a pull of some collections (``robotmem fleet pull --collections``) moves only theirs. A pull
+# that reads a collection to the end sets it to CAUGHT_UP below the round's floor, so the
+# collections read to the end in one round share one position and are pulled together after.
+WATERMARK = 'fleet_watermark:'
+LEGACY_WATERMARK = 'fleet_watermark'  # one position for every collection (stores synced before)
+CAUGHT_UP = 2 ** 63 - 1  # the largest seq: every change of a transaction below the floor
+
+
+def watermarks(conn: Any, collections: Sequence[str]) -> dict[str, Watermark]:
+    """Return the hub position pulled so far of each collection (0:0 when none yet)."""
+    return {c: _position(store.get_meta(conn, WATERMARK + c) or '0:0') for c in collections}
+
+
+def set_watermarks(conn: Any, collections: Sequence[str], position: Watermark) -> None:
+    """Record that ``collections`` are pulled up to ``position``."""
+    for collection in collections:
+        store.set_meta(conn, WATERMARK + collection, '%d:%d' % position)
+
+
+def caught_up(floor: int) -> Watermark:
+    """Return the position of a collection read to the end below the hub's ``floor``."""
+    return floor - 1, CAUGHT_UP
+
+
+def adopt_legacy_watermark(conn: Any, collections: Sequence[str]) -> None:
+    """Give the single watermark of an older store to ``collections`` (the ones it served)."""
+    legacy = store.get_meta(conn, LEGACY_WATERMARK)
+    if legacy is None:
+        return
+    for collection in collections:
+        if store.get_meta(conn, WATERMARK + collection) is None:
+            store.set_meta(conn, WATERMARK + collection, legacy)
+    store.delete_meta(conn, LEGACY_WATERMARK)
+
+
+def restart_pulls(conn: Any, floor: int) -> bool:
+    """
+    Pull every collection from the start if a watermark is past the hub's ``floor``.
+
+    Transaction ids only grow on one server, and every pulled change is older than the floor:
+    a watermark past it means the hub's ids started again (a hub restored into a new server),
+    and no change written since would ever be newer than it. Rows pulled before are followed
+    again as any change. Returns True when the watermarks were dropped.
+    """
+    keys = dict(conn.execute('SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?',
+                             (len(WATERMARK), WATERMARK)).fetchall())
+    if all(_position(value)[0] < floor for value in keys.values()):
+        return False
+    conn.executemany('DELETE FROM meta WHERE key = ?', [(key,) for key in keys])
+    return True
 
 
 def _position(text: str) -> Watermark:
@@ -155,92 +210,15 @@ def _position(text: str) -> Watermark:
     return int(txid), int(seq)
 
 
-def _text(position: Watermark) -> str:
-    return '%d:%d' % position
+def shared_collections(conn: Any) -> list[str] | None:
+    """Return the collections the last push shared (None: a store synced before this record)."""
+    raw = store.get_meta(conn, 'fleet_shared')
+    return None if raw is None else json.loads(raw)
 
 
-class Pull(NamedTuple):
-    """What the next pull reads: changes of ``collections`` after ``after`` up to ``until``."""
-
-    collections: tuple[str, ...]
-    after: Watermark
-    until: Watermark | None  # None: the watermark's own pull, up to the hub's latest change
-
-
-def note_collections(conn: Any, collections: Sequence[str]) -> list[str]:
-    """
-    Record the synced collections; return those not synced when they were last recorded.
-
-    One watermark serves every synced collection, so a collection synced from now on would start
-    past the changes other robots made before: its history up to the watermark is pulled first
-    (a backfill, next_pull), and the catch-up pushes its own facts, whose outbox entries were
-    acknowledged unsent while it was not shared. A store with no record (fleet sync enabled
-    just now, or by a robotmem before this record) takes its collections as they are.
-    """
-    before = store.get_meta(conn, 'fleet_collections')
-    store.set_meta(conn, 'fleet_collections', json.dumps(sorted(collections)))
-    if before is None:
-        return []
-    added = sorted(set(collections) - set(json.loads(before)))
-    if added:
-        until = watermark(conn)
-        if until != (0, 0):
-            _set_backfills(conn, _backfills(conn) + [
-                {'collections': added, 'after': '0:0', 'until': _text(until)}])
-        mark_overflow(conn)
-    return added
-
-
-def next_pull(conn: Any, collections: Sequence[str]) -> Pull:
-    """Return the oldest backfill still due, else ``collections`` after the watermark."""
-    backfills = _backfills(conn)
-    if backfills:
-        first = backfills[0]
-        return Pull(tuple(first['collections']), _position(first['after']),
-                    _position(first['until']))
-    return Pull(tuple(collections), watermark(conn), None)
-
-
-def advance(conn: Any, pull: Pull, batch: Sequence[tuple[Watermark, HubRow]],
-            finished: bool) -> None:
-    """After ``batch`` of ``pull`` is applied: move its position, or end a finished backfill."""
-    if pull.until is None:
-        if batch:
-            store.set_meta(conn, 'fleet_watermark', _text(batch[-1][0]))
-        return
-    backfills = _backfills(conn)
-    if not backfills:
-        return  # another puller of this store ended it
-    if finished:
-        del backfills[0]
-    elif batch:
-        backfills[0]['after'] = _text(batch[-1][0])
-    _set_backfills(conn, backfills)
-
-
-def restart_pulls(conn: Any, floor: int) -> bool:
-    """
-    Pull from the start again if the watermark is past the hub's ``floor``; True if it was.
-
-    Transaction ids only grow on one server, and every pulled change is older than the floor:
-    a watermark past it means the hub's ids started again (a hub restored into a new server),
-    and no change written since would ever be newer than it. Rows pulled before are followed
-    again as any change (a fact folded into another is reinforced again); backfills are
-    dropped, the pull from the start covers them.
-    """
-    if watermark(conn)[0] <= floor:
-        return False
-    store.set_meta(conn, 'fleet_watermark', '0:0')
-    _set_backfills(conn, [])
-    return True
-
-
-def _backfills(conn: Any) -> list[dict[str, Any]]:
-    return json.loads(store.get_meta(conn, 'fleet_backfills') or '[]')
-
-
-def _set_backfills(conn: Any, backfills: list[dict[str, Any]]) -> None:
-    store.set_meta(conn, 'fleet_backfills', json.dumps(backfills))
+def set_shared_collections(conn: Any, collections: Sequence[str]) -> None:
+    """Record the collections a push shares: one newly shared is caught up at the next push."""
+    store.set_meta(conn, 'fleet_shared', json.dumps(sorted(collections)))
 
 
 class Pulled(NamedTuple):

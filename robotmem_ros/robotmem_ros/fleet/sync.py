@@ -15,7 +15,7 @@ import os
 import select
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from robotmem_ros.engine import store
 from robotmem_ros.errors import RobotMemError
@@ -37,11 +37,8 @@ class FleetSync:
         self._settings = settings
         self._clock = clock
         with engine.db.write() as conn:
-            self._ident = local_store.enable(conn, settings.robot_id, settings.outbox_limit)
-            added = local_store.note_collections(conn, settings.collections)
-        if added:
-            LOG.info('fleet: collections %s newly synced: their history is pulled and their '
-                     'own facts pushed', ', '.join(added))
+            self._ident = local_store.enable(conn, settings.robot_id, settings.outbox_limit,
+                                             settings.collections)
         self._conn: Any = None
         self._dim = 0
         self._lock = threading.Lock()
@@ -105,27 +102,51 @@ class FleetSync:
     # --- one round -----------------------------------------------------------------------
 
     def sync_once(self) -> dict:
-        """Push everything queued, catch up if needed, pull everything new; raise on failure."""
+        """
+        Push everything queued, catch up if needed, pull everything new; raise on failure.
+
+        A turn another session holds (``robotmem fleet push`` or ``pull`` on this store) is
+        not waited for: that part of the round is left to the next one.
+        """
         conn = self._connection()
-        pushed = self.push_all(conn)
-        pulled = self.pull_all(conn)
+        pushed = self.push_all(conn, wait=False)
+        pulled = self.pull_all(conn, wait=False)
         self._in_step_at = self._clock()
         return {'pushed': pushed, 'pulled': pulled}
 
-    def push_all(self, conn: Any | None = None) -> int:
-        """Push the outbox in batches, then the catch-up after an overflow; return rows sent."""
+    def push_all(self, conn: Any | None = None, wait: bool = True) -> int:
+        """
+        Push the outbox in batches, then the catch-ups due; return rows sent.
+
+        ``wait``: wait for this robot's push turn (hub.take_turn), else push nothing when
+        another session has it.
+        """
+        return self._in_turn(hub.PUSH, self._push, conn, wait)
+
+    def pull_all(self, conn: Any | None = None, wait: bool = True) -> int:
+        """
+        Pull other robots' changes in batches until the hub has nothing newer; return rows.
+
+        Each collection is pulled from its own watermark (a collection synced later from its
+        beginning); collections at one position are pulled together. ``wait`` as push_all.
+        """
+        return self._in_turn(hub.PULL, self._pull, conn, wait)
+
+    def _in_turn(self, kind: int, work: Callable[[Any], int], conn: Any | None,
+                 wait: bool) -> int:
+        """Run ``work`` in this robot's turn of ``kind`` on the hub (0 if not taken)."""
         conn = conn or self._connection()
         robot_id = self._settings.robot_id
-        self._guard(hub.lock_pushes, conn, robot_id)  # a second pusher of this store waits
+        if not self._guard(hub.take_turn, conn, kind, robot_id, wait):
+            return 0
         try:
-            return self._push_outbox(conn)
+            return work(conn)
         finally:
-            hub.unlock_pushes(conn, robot_id)
+            hub.end_turn(conn, kind, robot_id)
 
-    def _push_outbox(self, conn: Any) -> int:
-        """Push the outbox, then catch up after an overflow (in this robot's push turn)."""
+    def _push(self, conn: Any) -> int:
         model = self._model()
-        sent = 0
+        sent = self._share_new_collections(conn, model)
         while True:
             keys, rows = self._read(local_store.outbox_batch, self._ident,
                                     self._settings.batch_size, model, self._dim)
@@ -140,16 +161,36 @@ class FleetSync:
             self._note(pushed=len(rows), last_push=self._clock())
         overflow = self._read(local_store.overflow)
         if overflow:
-            sent += self._catch_up(conn, model)
+            sent += self._catch_up(conn, model, self._settings.collections)
             with self._engine.db.write() as local:
                 local_store.clear_overflow(local, overflow)
         return sent
 
-    def _catch_up(self, conn: Any, model: str) -> int:
-        """After an overflow: compare every own fact with the hub and push what differs."""
+    def _share_new_collections(self, conn: Any, model: str) -> int:
+        """
+        Catch up the collections shared since the last push; return rows sent.
+
+        Outbox entries of a collection not shared are acknowledged unsent, so a collection
+        shared from now on (or by another pusher of this store, whose collections differ) has
+        own facts the hub lacks. A store with no record (synced before it) keeps its
+        collections as they are.
+        """
+        shared = self._read(local_store.shared_collections)
+        wanted = sorted(self._settings.collections)
+        if shared == wanted:
+            return 0
+        added = [] if shared is None else sorted(set(wanted) - set(shared))
+        sent = self._catch_up(conn, model, added) if added else 0
+        with self._engine.db.write() as local:
+            local_store.set_shared_collections(local, wanted)
+        return sent
+
+    def _catch_up(self, conn: Any, model: str, collections: Sequence[str]) -> int:
+        """Compare every own fact of ``collections`` with the hub and push what differs."""
         sent, after = 0, 0
         while True:
-            rows = self._read(local_store.own_rows_after, after, self._settings.batch_size)
+            rows = self._read(local_store.own_rows_after, after, self._settings.batch_size,
+                              collections)
             if not rows:
                 return sent
             after = rows[-1]['memory_id']
@@ -164,41 +205,39 @@ class FleetSync:
                 sent += len(stale)
                 self._note(pushed=len(stale), last_push=self._clock())
 
-    def pull_all(self, conn: Any | None = None) -> int:
-        """
-        Pull other robots' changes in batches until the hub has nothing newer.
-
-        A collection synced since the last start is pulled from its beginning first (the
-        backfill local_store.note_collections queued), then every one after the watermark.
-        """
-        conn = conn or self._connection()
+    def _pull(self, conn: Any) -> int:
         engine = self._engine
+        collections = self._settings.collections
         floor = self._guard(hub.transaction_floor, conn)
-        if self._read(local_store.watermark)[0] > floor:
-            with engine.db.write() as local:
-                if local_store.restart_pulls(local, floor):
-                    LOG.warning("fleet: the hub's transaction ids are behind this robot's "
-                                'watermark (a hub restored into a new server?): pulling '
-                                'from the start again')
+        with engine.db.write() as local:
+            local_store.adopt_legacy_watermark(local, collections)
+            if local_store.restart_pulls(local, floor):
+                LOG.warning("fleet: the hub's transaction ids are behind this robot's "
+                            'watermark (a hub restored into a new server?): pulling from '
+                            'the start again')
+        done = local_store.caught_up(floor)
         total = 0
         while True:
-            step = self._read(local_store.next_pull, self._settings.collections)
-            batch = self._guard(hub.pull, conn, self._settings.robot_id, step.collections,
-                                step.after, self._settings.batch_size, step.until)
-            finished = len(batch) < self._settings.batch_size
-            if batch or step.until is not None:
-                with engine.db.write() as local:
-                    pulled = local_store.apply_pulled(
-                        local, batch, config=engine.config, model=self._model(),
-                        dim=engine.embedding.embedder.dim if engine.embedding.usable else 0,
-                        vectors_ok=engine.embedding.usable, now=self._clock())
-                    local_store.advance(local, step, batch, finished)
-                total += len(batch)
-                self._note(pulled=len(batch), duplicates=pulled.duplicates,
-                           refused=pulled.refused)
-            self._note(last_pull=self._clock())
-            if finished and step.until is None:
+            behind: dict[hub.Watermark, list[str]] = {}
+            for collection, position in self._read(local_store.watermarks,
+                                                   collections).items():
+                if position != done:
+                    behind.setdefault(position, []).append(collection)
+            if not behind:
+                self._note(last_pull=self._clock())
                 return total
+            after = min(behind)  # the collections furthest behind first
+            batch = self._guard(hub.pull, conn, self._settings.robot_id, behind[after], after,
+                                self._settings.batch_size, floor)
+            position = done if len(batch) < self._settings.batch_size else batch[-1][0]
+            with engine.db.write() as local:
+                pulled = local_store.apply_pulled(
+                    local, batch, config=engine.config, model=self._model(),
+                    dim=engine.embedding.embedder.dim if engine.embedding.usable else 0,
+                    vectors_ok=engine.embedding.usable, now=self._clock())
+                local_store.set_watermarks(local, behind[after], position)
+            total += len(batch)
+            self._note(pulled=len(batch), duplicates=pulled.duplicates, refused=pulled.refused)
 
     def request_catch_up(self) -> None:
         """Compare every own fact with the hub on the next push (``fleet push --full``)."""
