@@ -471,6 +471,23 @@ def test_a_cli_run_with_other_collections_leaves_the_node_its_own(robots):
                                         (other,)).fetchone()[0] == 0
 
 
+def test_a_store_synced_with_one_watermark_keeps_it_for_its_collections(robots):
+    from robotmem_ros.engine import store
+    cell = unique('cell')
+    a, b = robots('a', [cell]), robots('b', [cell])
+    a.engine.learn('the spare fuses are in the red cabinet')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    with b.engine.db.write() as conn:  # as a robotmem with one watermark left the store
+        position = local_store.watermarks(conn, [cell])[cell]
+        store.delete_meta(conn, local_store.WATERMARK + cell)
+        store.set_meta(conn, local_store.LEGACY_WATERMARK, '%d:%d' % position)
+    a.engine.learn('the red cabinet is locked after 18:00')
+    a.sync.sync_once()
+    assert b.sync.sync_once()['pulled'] == 1  # the new fact only, nothing pulled again
+    assert local_store.watermarks(b.engine.db.reader(), [cell])[cell] > position
+
+
 def test_a_turn_held_by_a_vanished_session_delays_pushes_not_pulls(fleet_hub, robots):
     # A robot that lost power mid-push may leave its hub session, and the turn it holds,
     # behind until the server notices. The robot's next rounds must still pull.
