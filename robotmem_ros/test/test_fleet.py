@@ -488,6 +488,22 @@ def test_a_store_synced_with_one_watermark_keeps_it_for_its_collections(robots):
     assert local_store.watermarks(b.engine.db.reader(), [cell])[cell] > position
 
 
+def test_a_collection_named_before_its_grant_is_pulled_from_the_start(fleet_hub, robots):
+    # Row security hides an ungranted collection's rows: its pulls read nothing and its
+    # watermark passes them. Once granted, `robotmem fleet pull --from-start` gets them.
+    cell = unique('cell')
+    a = robots('a', [cell])
+    b = robots('b', [cell], grants=[])
+    a.engine.learn('the welding cell needs goggles')
+    a.sync.sync_once()
+    assert b.sync.sync_once()['pulled'] == 0
+    fleet_hub.add_robot(b.robot_id, [cell])  # the grant comes later
+    assert b.sync.sync_once()['pulled'] == 0  # passed by the watermark
+    b.sync.pull_from_start()
+    assert b.sync.sync_once()['pulled'] == 1
+    assert _texts(b.engine.recall('welding goggles')) == ['the welding cell needs goggles']
+
+
 def test_a_turn_held_by_a_vanished_session_delays_pushes_not_pulls(fleet_hub, robots):
     # A robot that lost power mid-push may leave its hub session, and the turn it holds,
     # behind until the server notices. The robot's next rounds must still pull.
@@ -719,6 +735,8 @@ def test_cli_fleet_status_push_pull_recall(fleet_hub, tmp_path, capsys, robots):
     b.sync.sync_once()
     code, pulled = run('pull', '--robot-id', robot_id, '--collections', cell)
     assert code == 0 and pulled['pulled'] == 1
+    code, again = run('pull', '--from-start', '--robot-id', robot_id, '--collections', cell)
+    assert code == 0 and again['pulled'] == 1  # read again, followed, not stored twice
     code, full = run('push', '--full', '--robot-id', robot_id, '--collections', cell)
     assert code == 0 and full['pushed'] == 0  # hub and robot already agree
     code, found = run('recall', 'does the torque sensor drift after hours', '--collections', cell)

@@ -54,6 +54,10 @@ def add_parser(add: Callable[[str, str], argparse.ArgumentParser],
         if name == 'push':
             p.add_argument('--full', action='store_true',
                            help='also compare every own fact with the hub (catch-up)')
+        if name == 'pull':
+            p.add_argument('--from-start', action='store_true',
+                           help="pull these collections' whole history again (a grant given "
+                                'after they were first pulled)')
     p = action('recall', 'search the hub: full text + vector, fused like local recall')
     p.add_argument('query')
     p.add_argument('--n', type=int, default=5)
@@ -141,6 +145,8 @@ def _sync_action(engine: Any, args: argparse.Namespace, config: MemoryConfig,
                 sync.request_catch_up()
             result['pushed'] = sync.push_all()
         elif args.fleet == 'pull':
+            if args.from_start:
+                sync.pull_from_start()
             result['pulled'] = sync.pull_all()
         else:
             with engine.db.read() as conn:

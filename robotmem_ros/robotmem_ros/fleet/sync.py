@@ -239,6 +239,16 @@ class FleetSync:
             total += len(batch)
             self._note(pulled=len(batch), duplicates=pulled.duplicates, refused=pulled.refused)
 
+    def pull_from_start(self) -> None:
+        """
+        Pull the synced collections from their beginning on the next pull.
+
+        Rows the hub's row security hid (a collection named before its grant) were passed by
+        the watermark; rows pulled before are followed again as any change.
+        """
+        with self._engine.db.write() as conn:
+            local_store.set_watermarks(conn, self._settings.collections, (0, 0))
+
     def request_catch_up(self) -> None:
         """Compare every own fact with the hub on the next push (``fleet push --full``)."""
         with self._engine.db.write() as conn:
