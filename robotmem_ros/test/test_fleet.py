@@ -471,13 +471,19 @@ def test_a_cli_run_with_other_collections_leaves_the_node_its_own(robots):
                                         (other,)).fetchone()[0] == 0
 
 
-def test_a_store_synced_with_one_watermark_keeps_it_for_its_collections(robots):
-    from robotmem_ros.engine import store
+def _in_step(robots, fact: str):
+    """Return a fresh collection and robots A and B sharing it, B holding A's ``fact``."""
     cell = unique('cell')
     a, b = robots('a', [cell]), robots('b', [cell])
-    a.engine.learn('the spare fuses are in the red cabinet')
+    a.engine.learn(fact)
     a.sync.sync_once()
     b.sync.sync_once()
+    return cell, a, b
+
+
+def test_a_store_synced_with_one_watermark_keeps_it_for_its_collections(robots):
+    from robotmem_ros.engine import store
+    cell, a, b = _in_step(robots, 'the spare fuses are in the red cabinet')
     with b.engine.db.write() as conn:  # as a robotmem with one watermark left the store
         position = local_store.watermarks(conn, [cell])[cell]
         store.delete_meta(conn, local_store.WATERMARK + cell)
@@ -526,11 +532,7 @@ def test_a_hub_whose_transaction_ids_started_again_is_pulled_from_the_start(robo
     # A hub restored into a new server numbers its transactions from a low id again: a robot
     # whose watermark is past them would never pull another change. Simulated by a watermark
     # beyond any transaction id this hub has reached.
-    cell = unique('cell')
-    a, b = robots('a', [cell]), robots('b', [cell])
-    a.engine.learn('the loading dock door sticks when it is cold')
-    a.sync.sync_once()
-    b.sync.sync_once()
+    cell, a, b = _in_step(robots, 'the loading dock door sticks when it is cold')
     with b.engine.db.write() as conn:
         local_store.set_watermarks(conn, [cell], (2 ** 40, 7))
     a.engine.learn('the dock light is on a timer until 22:00')
