@@ -346,17 +346,24 @@ def test_three_robots_same_fact_at_once(fleet_hub, robots):
             f'fleet:{r.robot_id}' for r in fleet if r is not robot}
 
 
+WRENCH = 'the torque wrench is calibrated every monday'
+
+
+def _folded_at_b(robots):
+    """Have A and C learn WRENCH and B fold C's copy into A's; return robots and ids."""
+    cell = unique('cell')
+    a, b, c = robots('a', [cell]), robots('b', [cell]), robots('c', [cell])
+    from_a = a.engine.learn(WRENCH).memory_id
+    from_c = c.engine.learn(WRENCH).memory_id
+    for robot in (a, c, b):
+        robot.sync.sync_once()
+    return a, b, c, from_a, from_c
+
+
 def test_a_fact_folded_from_two_robots_stays_while_one_still_holds_it(robots):
     # B folds A's and C's copies of one fact into one memory, which follows A (pulled first).
     # A forgetting its copy must not take the fact from B while C still holds it.
-    cell = unique('cell')
-    a, b, c = robots('a', [cell]), robots('b', [cell]), robots('c', [cell])
-    fact = 'the torque wrench is calibrated every monday'
-    from_a = a.engine.learn(fact).memory_id
-    from_c = c.engine.learn(fact).memory_id
-    a.sync.sync_once()
-    c.sync.sync_once()
-    b.sync.sync_once()
+    a, b, c, from_a, from_c = _folded_at_b(robots)
 
     def held_by_b():
         return b.engine.db.reader().execute(
@@ -373,6 +380,22 @@ def test_a_fact_folded_from_two_robots_stays_while_one_still_holds_it(robots):
     c.sync.sync_once()
     b.sync.sync_once()
     assert [tuple(r) for r in held_by_b()] == [(memory_id, 'forgotten', c.robot_id)]
+
+
+def test_a_copy_taking_over_brings_its_latest_text(robots):
+    # C changed its copy while it was only listed under A's memory; when A forgets, B's memory
+    # follows C with C's text, not the one A had.
+    a, b, c, from_a, from_c = _folded_at_b(robots)
+    c.engine.update(from_c, 'the torque wrench is calibrated every friday')
+    c.sync.sync_once()
+    b.sync.sync_once()
+    assert _texts(b.engine.recall('torque wrench calibrated')) == [WRENCH]  # follows A
+    a.engine.forget(from_a, 'moved')
+    a.sync.sync_once()
+    b.sync.sync_once()
+    [memory] = b.engine.recall('torque wrench calibrated').memories
+    assert (memory.content, memory.origin) == (
+        'the torque wrench is calibrated every friday', c.robot_id)
 
 
 def test_paraphrases_pulled_in_one_batch_are_one_memory(fleet_hub, robots):
@@ -481,17 +504,34 @@ def _in_step(robots, fact: str):
     return cell, a, b
 
 
-def test_a_store_synced_with_one_watermark_keeps_it_for_its_collections(robots):
+def test_a_store_synced_with_one_watermark_pulls_its_collections_once_from_the_start(robots):
+    # The one watermark of an older robotmem cannot say which collections it served (one added
+    # with the upgrade would start past its history): every collection starts again, once.
     from robotmem_ros.engine import store
     cell, a, b = _in_step(robots, 'the spare fuses are in the red cabinet')
     with b.engine.db.write() as conn:  # as a robotmem with one watermark left the store
         position = local_store.watermarks(conn, [cell])[cell]
         store.delete_meta(conn, local_store.WATERMARK + cell)
-        store.set_meta(conn, local_store.LEGACY_WATERMARK, '%d:%d' % position)
+        store.set_meta(conn, 'fleet_watermark', '%d:%d' % position)
     a.engine.learn('the red cabinet is locked after 18:00')
     a.sync.sync_once()
-    assert b.sync.sync_once()['pulled'] == 1  # the new fact only, nothing pulled again
-    assert local_store.watermarks(b.engine.db.reader(), [cell])[cell] > position
+    assert b.sync.sync_once()['pulled'] == 2  # the first fact followed again, not stored twice
+    assert sorted(_texts(b.engine.recall('red cabinet', n=5))) == [
+        'the red cabinet is locked after 18:00', 'the spare fuses are in the red cabinet']
+    assert b.sync.status().duplicates == 0
+
+
+def test_another_hub_server_is_pulled_from_the_start(robots):
+    # A hub restored into a new server has another system identifier, whatever its
+    # transaction ids: the robot's watermarks mean nothing there.
+    from robotmem_ros.engine import store
+    cell, a, b = _in_step(robots, 'the paint booth fan runs for ten minutes')
+    assert b.sync.sync_once()['pulled'] == 0
+    with b.engine.db.write() as conn:
+        assert store.get_meta(conn, 'fleet_hub_id')
+        store.set_meta(conn, 'fleet_hub_id', 'another server')
+    assert b.sync.sync_once()['pulled'] == 1
+    assert b.sync.sync_once()['pulled'] == 0
 
 
 def test_a_collection_named_before_its_grant_is_pulled_from_the_start(fleet_hub, robots):
@@ -505,8 +545,7 @@ def test_a_collection_named_before_its_grant_is_pulled_from_the_start(fleet_hub,
     assert b.sync.sync_once()['pulled'] == 0
     fleet_hub.add_robot(b.robot_id, [cell])  # the grant comes later
     assert b.sync.sync_once()['pulled'] == 0  # passed by the watermark
-    b.sync.pull_from_start()
-    assert b.sync.sync_once()['pulled'] == 1
+    assert b.sync.pull_all(from_start=True) == 1
     assert _texts(b.engine.recall('welding goggles')) == ['the welding cell needs goggles']
 
 

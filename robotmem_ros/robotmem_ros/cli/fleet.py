@@ -145,9 +145,7 @@ def _sync_action(engine: Any, args: argparse.Namespace, config: MemoryConfig,
                 sync.request_catch_up()
             result['pushed'] = sync.push_all()
         elif args.fleet == 'pull':
-            if args.from_start:
-                sync.pull_from_start()
-            result['pulled'] = sync.pull_all()
+            result['pulled'] = sync.pull_all(from_start=args.from_start)
         else:
             with engine.db.read() as conn:
                 result['watermark'] = {

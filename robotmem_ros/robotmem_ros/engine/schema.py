@@ -270,15 +270,18 @@ _V10 = [
 ]
 
 # Fleet (docs/fleet.md, "Copies folded into one memory"): another robot's copy of a fact that
-# local dedup folded into a memory here. The memory follows its origin's changes; when that
-# origin forgets or supersedes its copy, a copy still held by another robot takes over as the
-# memory's origin instead of the memory following it out. A copy's own end removes its row.
+# local dedup folded into a memory here, with its latest text and context. The memory follows
+# its origin's changes; when that origin forgets or supersedes its copy, a copy still held by
+# another robot takes over as the memory's origin (and gives it its text) instead of the memory
+# following it out. A copy's own end removes its row.
 _V11 = [
     """
     CREATE TABLE fleet_copies (
         gid TEXT PRIMARY KEY,
         memory_id INTEGER NOT NULL REFERENCES memories(id),
-        robot_id TEXT NOT NULL)""",
+        robot_id TEXT NOT NULL,
+        content TEXT NOT NULL,
+        context_json TEXT NOT NULL)""",
     'CREATE INDEX idx_fleet_copies_memory ON fleet_copies(memory_id)',
 ]
 

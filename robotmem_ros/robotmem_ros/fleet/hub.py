@@ -83,15 +83,17 @@ def connect(url: str, password: str | None = None) -> Any:
     # ones came back empty. pgvector 0.8's iterative scan searches on until k rows pass. With
     # an older pgvector, PostgreSQL should keep the unknown setting as an unused placeholder or
     # drop it with a warning (untested: the bundled server has pgvector 0.8.5).
-    # The server's own keepalives (this session's socket) notice a robot that vanished: its
-    # session, and the sync turn it may hold (take_turn), end within about 25 s, not the
-    # system's two hours.
+    # The server's own keepalives (this session's socket) notice a robot that vanished while
+    # idle, and its user timeout one that vanished with data unacknowledged (the NOTIFYs other
+    # robots' pushes send it): its session, and the sync turn it may hold (take_turn), end
+    # within about 25 s, not the system's two hours or fifteen minutes.
     kwargs: dict[str, Any] = {'autocommit': True, 'connect_timeout': CONNECT_TIMEOUT_S,
                               'options': f'-c statement_timeout={STATEMENT_TIMEOUT_MS} '
                                          '-c hnsw.iterative_scan=strict_order '
                                          '-c tcp_keepalives_idle=10 '
                                          '-c tcp_keepalives_interval=5 '
-                                         '-c tcp_keepalives_count=3',
+                                         '-c tcp_keepalives_count=3 '
+                                         '-c tcp_user_timeout=25000',
                               'keepalives': 1, 'keepalives_idle': 10,
                               'keepalives_interval': 5, 'keepalives_count': 3}
     if password is not None:
@@ -169,13 +171,28 @@ def pull(conn: Any, robot_id: str, collections: Sequence[str], after: Watermark,
     return [((r[0], r[1]), _hub_row(r[2:])) for r in rows]
 
 
+def hub_identity(conn: Any) -> str:
+    """
+    Return the hub server's system identifier ('' where this role may not read it).
+
+    A physical standby keeps its primary's identifier and transaction ids; a server restored
+    from a dump, or a logical replica, has its own (local_store.restart_pulls).
+    """
+    try:
+        with conn.transaction():
+            row = conn.execute('SELECT system_identifier::text FROM pg_control_system()'
+                               ).fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        return ''
+    return row[0]
+
+
 def transaction_floor(conn: Any) -> int:
     """
     Return the hub's oldest running transaction id (every pulled change is older).
 
-    It only grows on one server; a pull's watermark above it means the hub's transaction ids
-    started again (a hub restored into a new server): local_store.restart_pulls. A round reads
-    it once and pulls below it.
+    It only grows on one server; a pull's watermark at or past it means the hub's transaction
+    ids started again (local_store.restart_pulls). A round reads it once and pulls below it.
     """
     return conn.execute('SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint'
                         ).fetchone()[0]

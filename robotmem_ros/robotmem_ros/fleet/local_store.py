@@ -156,8 +156,9 @@ def own_rows_after(conn: Any, after_id: int, limit: int, collections: Sequence[s
 # a pull of some collections (``robotmem fleet pull --collections``) moves only theirs. A pull
 # that reads a collection to the end sets it to CAUGHT_UP below the round's floor, so the
 # collections read to the end in one round share one position and are pulled together after.
+# A store synced with the one watermark of an older robotmem (meta ``fleet_watermark``) cannot
+# tell which collections it served: each starts from 0:0, once.
 WATERMARK = 'fleet_watermark:'
-LEGACY_WATERMARK = 'fleet_watermark'  # one position for every collection (stores synced before)
 CAUGHT_UP = 2 ** 63 - 1  # the largest seq: every change of a transaction below the floor
 
 
@@ -177,29 +178,24 @@ def caught_up(floor: int) -> Watermark:
     return floor - 1, CAUGHT_UP
 
 
-def adopt_legacy_watermark(conn: Any, collections: Sequence[str]) -> None:
-    """Give the single watermark of an older store to ``collections`` (the ones it served)."""
-    legacy = store.get_meta(conn, LEGACY_WATERMARK)
-    if legacy is None:
-        return
-    for collection in collections:
-        if store.get_meta(conn, WATERMARK + collection) is None:
-            store.set_meta(conn, WATERMARK + collection, legacy)
-    store.delete_meta(conn, LEGACY_WATERMARK)
-
-
-def restart_pulls(conn: Any, floor: int) -> bool:
+def restart_pulls(conn: Any, hub_id: str, floor: int) -> bool:
     """
-    Pull every collection from the start if a watermark is past the hub's ``floor``.
+    Pull every collection from the start if the hub is another server; True if so.
 
-    Transaction ids only grow on one server, and every pulled change is older than the floor:
-    a watermark past it means the hub's ids started again (a hub restored into a new server),
-    and no change written since would ever be newer than it. Rows pulled before are followed
-    again as any change. Returns True when the watermarks were dropped.
+    Watermarks are positions in one server's transactions. A hub restored into a new server
+    (``pg_dump`` / ``pg_restore``, a logical replica promoted) has another ``hub_id`` (its
+    cluster's system identifier; '' where the role cannot read it) and numbers transactions
+    from a low id again, so a watermark of the old server would pass every change written
+    since. Also caught without the id: a watermark at or past the ``floor`` (every pulled
+    change is older than it on one server). The first id seen is recorded.
     """
+    known = store.get_meta(conn, 'fleet_hub_id')
+    if hub_id and hub_id != known:
+        store.set_meta(conn, 'fleet_hub_id', hub_id)
     keys = dict(conn.execute('SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?',
                              (len(WATERMARK), WATERMARK)).fetchall())
-    if all(_position(value)[0] < floor for value in keys.values()):
+    moved = bool(hub_id) and known is not None and hub_id != known
+    if not moved and all(_position(value)[0] < floor for value in keys.values()):
         return False
     conn.executemany('DELETE FROM meta WHERE key = ?', [(key,) for key in keys])
     return True
@@ -210,10 +206,9 @@ def _position(text: str) -> Watermark:
     return int(txid), int(seq)
 
 
-def shared_collections(conn: Any) -> list[str] | None:
-    """Return the collections the last push shared (None: a store synced before this record)."""
-    raw = store.get_meta(conn, 'fleet_shared')
-    return None if raw is None else json.loads(raw)
+def shared_collections(conn: Any) -> list[str]:
+    """Return the collections the last push shared (none for a store synced before the record)."""
+    return json.loads(store.get_meta(conn, 'fleet_shared') or '[]')
 
 
 def set_shared_collections(conn: Any, collections: Sequence[str]) -> None:
@@ -252,8 +247,7 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
         if local is not None:
             _update_pulled(conn, local, row, vector, now)
         elif _is_copy(conn, row.gid):
-            if row.status != 'active':  # that robot no longer holds it
-                conn.execute('DELETE FROM fleet_copies WHERE gid = ?', (row.gid,))
+            _update_copy(conn, row)
         elif row.status == 'active' and row.type == 'fact':
             verdict = dedup.check(conn, row.content, collection=row.collection, session_id='',
                                   vector=vector, config=config, now=now)
@@ -263,9 +257,10 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                                   actor=f'fleet:{row.robot_id}',
                                   reason=f'robot {row.robot_id} learned it too '
                                          f'({verdict.method})', details={'gid': row.gid})
-                conn.execute('INSERT INTO fleet_copies(gid, memory_id, robot_id) '
-                             'VALUES (?, ?, ?) ON CONFLICT(gid) DO NOTHING',
-                             (row.gid, verdict.existing_id, row.robot_id))
+                conn.execute('INSERT INTO fleet_copies(gid, memory_id, robot_id, content, '
+                             'context_json) VALUES (?, ?, ?, ?, ?) ON CONFLICT(gid) DO NOTHING',
+                             (row.gid, verdict.existing_id, row.robot_id, row.content,
+                              json.dumps(row.context, ensure_ascii=False)))
                 duplicates += 1
             else:
                 _insert_pulled(conn, row, vector, vectors_ok)
@@ -319,15 +314,26 @@ def _is_copy(conn: Any, gid: str) -> bool:
     return conn.execute('SELECT 1 FROM fleet_copies WHERE gid = ?', (gid,)).fetchone() is not None
 
 
-def _hand_over(conn: Any, memory_id: int, row: HubRow, now: float) -> bool:
+def _update_copy(conn: Any, row: HubRow) -> None:
+    """Keep a folded copy's latest text and context; a copy its robot ended leaves the list."""
+    if row.status != 'active':
+        conn.execute('DELETE FROM fleet_copies WHERE gid = ?', (row.gid,))
+        return
+    conn.execute('UPDATE fleet_copies SET content = ?, context_json = ? WHERE gid = ?',
+                 (row.content, json.dumps(row.context, ensure_ascii=False), row.gid))
+
+
+def _hand_over(conn: Any, local: Any, row: HubRow, now: float) -> bool:
     """
-    Make another robot's copy folded into ``memory_id`` its origin; False when there is none.
+    Make another robot's copy folded into ``local`` its origin; False when there is none.
 
     The origin's copy ended (``row``), but the fleet still holds the fact: the memory stays
-    active and follows that robot's copy from now on (the oldest folded copy first).
+    active, takes that copy's latest text and follows it from now on (the oldest folded copy
+    first).
     """
-    copy = conn.execute('SELECT gid, robot_id FROM fleet_copies WHERE memory_id = ? '
-                        'ORDER BY rowid LIMIT 1', (memory_id,)).fetchone()
+    memory_id = local['id']
+    copy = conn.execute('SELECT gid, robot_id, content, context_json FROM fleet_copies '
+                        'WHERE memory_id = ? ORDER BY rowid LIMIT 1', (memory_id,)).fetchone()
     if copy is None:
         return False
     conn.execute('DELETE FROM fleet_copies WHERE gid = ?', (copy['gid'],))
@@ -336,6 +342,8 @@ def _hand_over(conn: Any, memory_id: int, row: HubRow, now: float) -> bool:
     store.add_history(conn, memory_id, 'origin', created_at=now, actor=f'fleet:{row.robot_id}',
                       reason=f'robot {row.robot_id} {row.status} its copy; robot '
                              f'{copy["robot_id"]} still holds it', details={'gid': copy['gid']})
+    _follow_text(conn, local, copy['content'], json.loads(copy['context_json']), None,
+                 copy['robot_id'], now)
     return True
 
 
@@ -346,7 +354,7 @@ def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None
         return  # statuses only move forward
     memory_id = local['id']
     if row.status != 'active':
-        if _hand_over(conn, memory_id, row, now):
+        if _hand_over(conn, local, row, now):
             return
         store.set_status(conn, memory_id, row.status, now=now)
         store.add_history(conn, memory_id, row.status, created_at=now,
@@ -354,15 +362,23 @@ def _update_pulled(conn: Any, local: Any, row: HubRow, vector: np.ndarray | None
         return
     conn.execute('UPDATE memories SET category = ?, kind = ? WHERE id = ?',
                  (row.category, row.kind, memory_id))
-    if row.content != local['content'] or row.context != json.loads(local['context_json']):
-        try:
-            with savepoint(conn, 'pulled'):
-                store.replace_content(conn, memory_id, row.content, row.context)
-        except ConflictError:  # the new text equals another active fact here: that one stands
-            store.set_status(conn, memory_id, 'superseded', now=now)
-            return
-        if vector is not None:
-            store.put_vector(conn, memory_id, vector)
-        store.add_history(conn, memory_id, 'update', created_at=now, old_content=local['content'],
-                          new_content=row.content, actor=f'fleet:{row.robot_id}',
-                          reason='changed by its origin robot')
+    _follow_text(conn, local, row.content, row.context, vector, row.robot_id, now)
+
+
+def _follow_text(conn: Any, local: Any, content: str, context: dict,
+                 vector: np.ndarray | None, robot_id: str, now: float) -> None:
+    """Give the pulled memory ``local`` its origin's text and context where they changed."""
+    if content == local['content'] and context == json.loads(local['context_json']):
+        return
+    memory_id = local['id']
+    try:
+        with savepoint(conn, 'pulled'):
+            store.replace_content(conn, memory_id, content, context)
+    except ConflictError:  # the new text equals another active fact here: that one stands
+        store.set_status(conn, memory_id, 'superseded', now=now)
+        return
+    if vector is not None:
+        store.put_vector(conn, memory_id, vector)
+    store.add_history(conn, memory_id, 'update', created_at=now, old_content=local['content'],
+                      new_content=content, actor=f'fleet:{robot_id}',
+                      reason='changed by its origin robot')

@@ -10,6 +10,7 @@ with a growing pause (capped), and reported in ``status``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
@@ -41,6 +42,7 @@ class FleetSync:
                                              settings.collections)
         self._conn: Any = None
         self._dim = 0
+        self._hub_id = ''
         self._lock = threading.Lock()
         self._status = FleetStatus(robot_id=settings.robot_id,
                                    outbox_limit=settings.outbox_limit)
@@ -123,14 +125,19 @@ class FleetSync:
         """
         return self._in_turn(hub.PUSH, self._push, conn, wait)
 
-    def pull_all(self, conn: Any | None = None, wait: bool = True) -> int:
+    def pull_all(self, conn: Any | None = None, wait: bool = True,
+                 from_start: bool = False) -> int:
         """
         Pull other robots' changes in batches until the hub has nothing newer; return rows.
 
         Each collection is pulled from its own watermark (a collection synced later from its
         beginning); collections at one position are pulled together. ``wait`` as push_all.
+        ``from_start``: read the synced collections' whole history again (rows the hub's row
+        security hid, a collection named before its grant, were passed by the watermark);
+        rows pulled before are followed again as any change.
         """
-        return self._in_turn(hub.PULL, self._pull, conn, wait)
+        return self._in_turn(hub.PULL, functools.partial(self._pull, from_start=from_start),
+                             conn, wait)
 
     def _in_turn(self, kind: int, work: Callable[[Any], int], conn: Any | None,
                  wait: bool) -> int:
@@ -172,14 +179,14 @@ class FleetSync:
 
         Outbox entries of a collection not shared are acknowledged unsent, so a collection
         shared from now on (or by another pusher of this store, whose collections differ) has
-        own facts the hub lacks. A store with no record (synced before it) keeps its
-        collections as they are.
+        own facts the hub lacks. A store with no record (synced before it) catches up all of
+        its collections once.
         """
         shared = self._read(local_store.shared_collections)
         wanted = sorted(self._settings.collections)
         if shared == wanted:
             return 0
-        added = [] if shared is None else sorted(set(wanted) - set(shared))
+        added = sorted(set(wanted) - set(shared))
         sent = self._catch_up(conn, model, added) if added else 0
         with self._engine.db.write() as local:
             local_store.set_shared_collections(local, wanted)
@@ -205,16 +212,16 @@ class FleetSync:
                 sent += len(stale)
                 self._note(pushed=len(stale), last_push=self._clock())
 
-    def _pull(self, conn: Any) -> int:
+    def _pull(self, conn: Any, from_start: bool) -> int:
         engine = self._engine
         collections = self._settings.collections
         floor = self._guard(hub.transaction_floor, conn)
         with engine.db.write() as local:
-            local_store.adopt_legacy_watermark(local, collections)
-            if local_store.restart_pulls(local, floor):
-                LOG.warning("fleet: the hub's transaction ids are behind this robot's "
-                            'watermark (a hub restored into a new server?): pulling from '
-                            'the start again')
+            if from_start:
+                local_store.set_watermarks(local, collections, (0, 0))
+            if local_store.restart_pulls(local, self._hub_id, floor):
+                LOG.warning('fleet: the hub is another server than the one this robot pulled '
+                            'from (restored?): pulling every collection from the start')
         done = local_store.caught_up(floor)
         total = 0
         while True:
@@ -238,16 +245,6 @@ class FleetSync:
                 local_store.set_watermarks(local, behind[after], position)
             total += len(batch)
             self._note(pulled=len(batch), duplicates=pulled.duplicates, refused=pulled.refused)
-
-    def pull_from_start(self) -> None:
-        """
-        Pull the synced collections from their beginning on the next pull.
-
-        Rows the hub's row security hid (a collection named before its grant) were passed by
-        the watermark; rows pulled before are followed again as any change.
-        """
-        with self._engine.db.write() as conn:
-            local_store.set_watermarks(conn, self._settings.collections, (0, 0))
 
     def request_catch_up(self) -> None:
         """Compare every own fact with the hub on the next push (``fleet push --full``)."""
@@ -273,6 +270,7 @@ class FleetSync:
             try:
                 hub.listen(conn)
                 self._dim = hub.hub_dim(conn)
+                self._hub_id = hub.hub_identity(conn)
             except hub.HubError as exc:
                 conn.close()
                 raise hub.wrap(exc) from exc
