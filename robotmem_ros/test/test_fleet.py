@@ -257,7 +257,7 @@ def test_kill_9_mid_push_then_hub_and_robot_agree(fleet_hub, tmp_path, robots):
     engine = make_engine(tmp_path, name=f'{robot_id}.db', collection=cell)
     try:
         sync = FleetSync(engine, FleetSettings(url, None, robot_id, (cell,), 1.0, 10, 10_000))
-        sync.sync_once()
+        sync.push_all()  # waits until the server has ended the killed session and its turn
         sync.stop()
         after = hub_rows(fleet_hub, robot_id)
         local = own_facts(engine)
@@ -563,8 +563,8 @@ def test_a_turn_held_by_a_vanished_session_delays_pushes_not_pulls(fleet_hub, ro
         assert a.sync.sync_once() == {'pushed': 0, 'pulled': 1}
         assert local_store.outbox_length(a.engine.db.reader()) == 1
     finally:
-        stale.close()  # the server ends the session and its turn
-    assert a.sync.sync_once()['pushed'] == 1
+        stale.close()  # the server ends the session and its turn, soon after
+    assert a.sync.push_all() == 1  # waits for that turn
 
 
 def test_a_hub_whose_transaction_ids_started_again_is_pulled_from_the_start(robots):
