@@ -504,6 +504,29 @@ def _in_step(robots, fact: str):
     return cell, a, b
 
 
+def test_a_round_with_nothing_new_writes_nothing(robots):
+    # Every commit drops the readers' page caches (the recall's): a robot in step must not
+    # commit once a round while the hub moves on with collections it does not sync.
+    cell, a, b = _in_step(robots, 'the spare fuses are in the red cabinet')
+    c = robots('c', [unique('cell')])
+    b.sync.sync_once()
+    reader = b.engine.db.reader()
+
+    def version():
+        return reader.execute('PRAGMA data_version').fetchone()[0]
+
+    before = version()
+    for i in range(3):
+        c.engine.learn(f'conveyor {i} of another cell was serviced today')
+        c.sync.sync_once()  # the hub's transactions move on
+        assert b.sync.sync_once() == {'pushed': 0, 'pulled': 0}
+    assert version() == before
+    a.engine.learn('the red cabinet is locked after 18:00', collection=cell)
+    a.sync.sync_once()
+    assert b.sync.sync_once() == {'pushed': 0, 'pulled': 1}
+    assert version() != before
+
+
 def test_a_store_synced_with_one_watermark_pulls_its_collections_once_from_the_start(robots):
     # The one watermark of an older robotmem cannot say which collections it served (one added
     # with the upgrade would start past its history): every collection starts again, once.
@@ -535,18 +558,23 @@ def test_another_hub_server_is_pulled_from_the_start(robots):
 
 
 def test_a_collection_named_before_its_grant_is_pulled_from_the_start(fleet_hub, robots):
-    # Row security hides an ungranted collection's rows: its pulls read nothing and its
-    # watermark passes them. Once granted, `robotmem fleet pull --from-start` gets them.
-    cell = unique('cell')
-    a = robots('a', [cell])
-    b = robots('b', [cell], grants=[])
-    a.engine.learn('the welding cell needs goggles')
+    # Row security hides an ungranted collection's rows: its pulls read nothing, and once its
+    # granted neighbour has moved on, its watermark joins that one past the hidden rows. Once
+    # granted, `robotmem fleet pull --from-start` gets them.
+    cell, welding = unique('cell'), unique('cell')
+    a = robots('a', [cell, welding])
+    b = robots('b', [cell, welding], grants=[cell])
+    a.engine.learn('the welding cell needs goggles', collection=welding)
+    a.engine.learn('the packing cell needs gloves', collection=cell)
     a.sync.sync_once()
-    assert b.sync.sync_once()['pulled'] == 0
-    fleet_hub.add_robot(b.robot_id, [cell])  # the grant comes later
+    assert b.sync.sync_once()['pulled'] == 1  # the packing cell's fact
+    assert b.sync.sync_once()['pulled'] == 0  # both collections at one position now
+    fleet_hub.add_robot(b.robot_id, [cell, welding])  # the grant comes later
     assert b.sync.sync_once()['pulled'] == 0  # passed by the watermark
-    assert b.sync.pull_all(from_start=True) == 1
-    assert _texts(b.engine.recall('welding goggles')) == ['the welding cell needs goggles']
+    assert b.sync.pull_all(from_start=True) == 2
+    assert _texts(b.engine.recall('welding goggles', collection=welding)) == [
+        'the welding cell needs goggles']
+    assert b.sync.status().duplicates == 0
 
 
 def test_a_turn_held_by_a_vanished_session_delays_pushes_not_pulls(fleet_hub, robots):

@@ -178,27 +178,41 @@ def caught_up(floor: int) -> Watermark:
     return floor - 1, CAUGHT_UP
 
 
-def restart_pulls(conn: Any, hub_id: str, floor: int) -> bool:
-    """
-    Pull every collection from the start if the hub is another server; True if so.
+class Restart(NamedTuple):
+    """What a pull round must write before it pulls (Restart.of: both False most rounds)."""
 
-    Watermarks are positions in one server's transactions. A hub restored into a new server
-    (``pg_dump`` / ``pg_restore``, a logical replica promoted) has another ``hub_id`` (its
-    cluster's system identifier; '' where the role cannot read it) and numbers transactions
-    from a low id again, so a watermark of the old server would pass every change written
-    since. Also caught without the id: a watermark at or past the ``floor`` (every pulled
-    change is older than it on one server). The first id seen is recorded.
-    """
-    known = store.get_meta(conn, 'fleet_hub_id')
-    if hub_id and hub_id != known:
-        store.set_meta(conn, 'fleet_hub_id', hub_id)
-    keys = dict(conn.execute('SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?',
+    record: bool  # a hub identifier not recorded yet
+    from_start: bool  # the hub is another server: every watermark is dropped
+
+    @classmethod
+    def of(cls, conn: Any, hub_id: str, floor: int) -> 'Restart':
+        """
+        Read whether the hub is another server than the watermarks' (no write).
+
+        Watermarks are positions in one server's transactions. A hub restored into a new
+        server (``pg_dump`` / ``pg_restore``, a logical replica promoted) has another
+        ``hub_id`` (its cluster's system identifier; '' where the role cannot read it) and
+        numbers transactions from a low id again, so a watermark of the old server would pass
+        every change written since. Also caught without the id: a watermark at or past the
+        ``floor`` (every pulled change is older than it on one server).
+        """
+        known = store.get_meta(conn, 'fleet_hub_id')
+        moved = bool(hub_id) and known is not None and hub_id != known
+        past = any(_position(value)[0] >= floor for value in _watermark_rows(conn).values())
+        return cls(bool(hub_id) and hub_id != known, moved or past)
+
+    def apply(self, conn: Any, hub_id: str) -> None:
+        """Record the identifier and drop the watermarks, as read (in a write transaction)."""
+        if self.record:
+            store.set_meta(conn, 'fleet_hub_id', hub_id)
+        if self.from_start:
+            conn.executemany('DELETE FROM meta WHERE key = ?',
+                             [(key,) for key in _watermark_rows(conn)])
+
+
+def _watermark_rows(conn: Any) -> dict[str, str]:
+    return dict(conn.execute('SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?',
                              (len(WATERMARK), WATERMARK)).fetchall())
-    moved = bool(hub_id) and known is not None and hub_id != known
-    if not moved and all(_position(value)[0] < floor for value in keys.values()):
-        return False
-    conn.executemany('DELETE FROM meta WHERE key = ?', [(key,) for key in keys])
-    return True
 
 
 def _position(text: str) -> Watermark:

@@ -213,38 +213,54 @@ class FleetSync:
                 self._note(pushed=len(stale), last_push=self._clock())
 
     def _pull(self, conn: Any, from_start: bool) -> int:
+        """
+        Pull every synced collection to the end, below the floor read once for the round.
+
+        Only what moved is written: a batch's rows with its collections' position, and the
+        caught-up position of collections whose batch came back empty only when they stood
+        apart, so that they are pulled in one query from then on. An idle fleet's rounds
+        write nothing to the store (each commit drops the readers' page caches).
+        """
         engine = self._engine
         collections = self._settings.collections
         floor = self._guard(hub.transaction_floor, conn)
-        with engine.db.write() as local:
-            if from_start:
-                local_store.set_watermarks(local, collections, (0, 0))
-            if local_store.restart_pulls(local, self._hub_id, floor):
+        restart = self._read(local_store.Restart.of, self._hub_id, floor)
+        if from_start or restart.record or restart.from_start:
+            with engine.db.write() as local:
+                if from_start:
+                    local_store.set_watermarks(local, collections, (0, 0))
+                restart.apply(local, self._hub_id)
+            if restart.from_start:
                 LOG.warning('fleet: the hub is another server than the one this robot pulled '
                             'from (restored?): pulling every collection from the start')
+        positions = self._read(local_store.watermarks, collections)
+        apart = len(set(positions.values())) > 1
         done = local_store.caught_up(floor)
         total = 0
         while True:
             behind: dict[hub.Watermark, list[str]] = {}
-            for collection, position in self._read(local_store.watermarks,
-                                                   collections).items():
+            for collection, position in positions.items():
                 if position != done:
                     behind.setdefault(position, []).append(collection)
             if not behind:
                 self._note(last_pull=self._clock())
                 return total
             after = min(behind)  # the collections furthest behind first
-            batch = self._guard(hub.pull, conn, self._settings.robot_id, behind[after], after,
+            names = behind[after]
+            batch = self._guard(hub.pull, conn, self._settings.robot_id, names, after,
                                 self._settings.batch_size, floor)
             position = done if len(batch) < self._settings.batch_size else batch[-1][0]
-            with engine.db.write() as local:
-                pulled = local_store.apply_pulled(
-                    local, batch, config=engine.config, model=self._model(),
-                    dim=engine.embedding.embedder.dim if engine.embedding.usable else 0,
-                    vectors_ok=engine.embedding.usable, now=self._clock())
-                local_store.set_watermarks(local, behind[after], position)
-            total += len(batch)
-            self._note(pulled=len(batch), duplicates=pulled.duplicates, refused=pulled.refused)
+            positions.update((name, position) for name in names)
+            if batch or apart:
+                with engine.db.write() as local:
+                    pulled = local_store.apply_pulled(
+                        local, batch, config=engine.config, model=self._model(),
+                        dim=engine.embedding.embedder.dim if engine.embedding.usable else 0,
+                        vectors_ok=engine.embedding.usable, now=self._clock())
+                    local_store.set_watermarks(local, names, position)
+                total += len(batch)
+                self._note(pulled=len(batch), duplicates=pulled.duplicates,
+                           refused=pulled.refused)
 
     def request_catch_up(self) -> None:
         """Compare every own fact with the hub on the next push (``fleet push --full``)."""
