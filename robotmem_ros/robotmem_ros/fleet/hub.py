@@ -176,7 +176,7 @@ def hub_identity(conn: Any) -> str:
     Return the hub server's system identifier ('' where this role may not read it).
 
     A physical standby keeps its primary's identifier and transaction ids; a server restored
-    from a dump, or a logical replica, has its own (local_store.restart_pulls).
+    from a dump, or a logical replica, has its own (local_store.Restart).
     """
     try:
         with conn.transaction():
@@ -192,7 +192,7 @@ def transaction_floor(conn: Any) -> int:
     Return the hub's oldest running transaction id (every pulled change is older).
 
     It only grows on one server; a pull's watermark at or past it means the hub's transaction
-    ids started again (local_store.restart_pulls). A round reads it once and pulls below it.
+    ids started again (local_store.Restart). A round reads it once and pulls below it.
     """
     return conn.execute('SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint'
                         ).fetchone()[0]

@@ -241,7 +241,7 @@ def apply_pulled(conn: Any, batch: Sequence[tuple[Watermark, HubRow]], *,
                  config: MemoryConfig, model: str, dim: int, vectors_ok: bool,
                  now: float) -> Pulled:
     """
-    Store other robots' rows locally, in the caller's transaction; ``advance`` moves the pull.
+    Store other robots' rows locally, in the caller's transaction (it sets the watermarks too).
 
     A new row that local dedup judges a duplicate of a memory already here (its own or pulled
     earlier) is not stored again: the existing memory is reinforced and its history names the
