@@ -595,6 +595,27 @@ def test_a_turn_held_by_a_vanished_session_delays_pushes_not_pulls(fleet_hub, ro
     assert a.sync.push_all() == 1  # waits for that turn
 
 
+def test_a_turn_held_past_the_statement_timeout_is_a_clear_error(fleet_hub, robots,
+                                                                 monkeypatch):
+    # `robotmem fleet push` waits for the turn the node's sync holds; a wait that outlasts
+    # the statement timeout must say so, not report a cancelled statement.
+    monkeypatch.setattr(hubmod, 'STATEMENT_TIMEOUT_MS', 300)  # read as each robot connects
+    cell = unique('cell')
+    a = robots('a', [cell])
+    holder = hubmod.connect(a.url)
+    try:
+        assert hubmod.take_turn(holder, hubmod.PUSH, a.robot_id, wait=False)
+        a.engine.learn('the exit of this cell is kept clear')
+        with pytest.raises(StorageError, match='held the push turn of robot '
+                           f"'{a.robot_id}' for 300ms; try again"):
+            a.sync.push_all()
+        assert local_store.outbox_length(a.engine.db.reader()) == 1  # nothing lost
+    finally:
+        hubmod.end_turn(holder, hubmod.PUSH, a.robot_id)
+        holder.close()
+    assert a.sync.push_all() == 1  # the same connection, its turn free again
+
+
 def test_a_hub_whose_transaction_ids_started_again_is_pulled_from_the_start(robots):
     # A hub restored into a new server numbers its transactions from a low id again: a robot
     # whose watermark is past them would never pull another change. Simulated by a watermark

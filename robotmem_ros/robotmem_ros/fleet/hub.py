@@ -222,6 +222,7 @@ def count_rows(conn: Any, robot_id: str | None = None) -> int:
 # local write; the server ends it with the session (its keepalives: connect).
 TURN_CLASS = 0x524D0  # 'RM' and the kind below: robotmem's advisory lock keys
 PUSH, PULL = 1, 2
+TURN_NAMES = {PUSH: 'push', PULL: 'pull'}
 
 
 def take_turn(conn: Any, kind: int, robot_id: str, wait: bool) -> bool:
@@ -232,9 +233,20 @@ def take_turn(conn: Any, kind: int, robot_id: str, wait: bool) -> bool:
     """
     key = (TURN_CLASS + kind, robot_id)
     if wait:
-        conn.execute('SELECT pg_advisory_lock(%s, hashtext(%s))', key)
+        try:
+            conn.execute('SELECT pg_advisory_lock(%s, hashtext(%s))', key)
+        except psycopg.errors.QueryCanceled as exc:  # the statement timeout, not a hub fault
+            raise StorageError(
+                "fleet hub: another session (the node's sync or a `robotmem fleet` command) "
+                f'has held the {TURN_NAMES[kind]} turn of robot {robot_id!r} for '
+                f'{_timeout_s(conn)}; try again when it ends') from exc
         return True
     return conn.execute('SELECT pg_try_advisory_lock(%s, hashtext(%s))', key).fetchone()[0]
+
+
+def _timeout_s(conn: Any) -> str:
+    """Return this session's statement timeout as PostgreSQL writes it ('30s')."""
+    return conn.execute('SHOW statement_timeout').fetchone()[0]
 
 
 def end_turn(conn: Any, kind: int, robot_id: str) -> None:
