@@ -154,15 +154,41 @@ def test_many_hits_go_out_in_batches_of_bounded_size(tmp_path, monkeypatch):
     engine.close()
 
 
-def test_the_pending_table_is_bounded(tmp_path):
+def test_past_the_bound_hits_fold_and_no_touched_memory_is_lost(tmp_path, monkeypatch):
+    # A store busy for long (another process importing) gathers more memories with hits than
+    # the table holds. The oldest fold to one hit each: still counted, still kept by retention.
+    monkeypatch.setattr(access_counts, 'MAX_PENDING', 25)
     engine = make_engine(tmp_path)
+    ids = engine.save_perceptions([PerceptionInput(f'camera frame {i} of the shelf')
+                                   for i in range(30)])
+    assert ids == list(range(1, 31))
     access = engine.recaller.ctx.access
     lock = WriteLock(str(engine.db.path))
     try:
-        access.record(range(1, access_counts.MAX_PENDING + 6), 1.0)
-        assert access.pending == access_counts.MAX_PENDING
-        assert access.flush() is False  # given back, still bounded
-        assert access.pending == access_counts.MAX_PENDING
+        for chunk, when in ((ids[:5], 0.0), (ids[:5], 0.5), (ids[5:10], 1.0),
+                            (ids[5:10], 1.0), (ids[10:], 2.0)):
+            access.record(chunk, when)  # ids[:5], oldest, fold: 2 hits -> 1, at time 0.5
+        assert access.flush() is False
+        assert len(access._pending) == 25 and access.pending == 30
+        assert access.unwritten() == set(ids)  # what end_session's retention leaves alone
+        records = access.records(engine.db.reader(), ids)
+        assert [records[i].access_count for i in ids] == [1] * 5 + [2] * 5 + [1] * 20
+        assert [records[i].last_accessed for i in ids] == [0.5] * 5 + [1.0] * 5 + [2.0] * 20
     finally:
         lock.release()
+    assert access.flush() and access.pending == 0
+    assert stored_hits(engine) == [1] * 5 + [2] * 5 + [1] * 20
+    # Folded ids far apart (three windows of the bitmap) go out lowest first, in batches.
+    monkeypatch.setattr(access_counts, 'FLUSH_ROWS', 16)
+    far = [8 * 8192 * k + 3 for k in range(1, 4)]
+    access.record(far, 5.0)
+    access.record(range(1, 41), 6.0)  # far and 1..15 fold
+    batches = []
+    real = store.add_accesses
+    monkeypatch.setattr(store, 'add_accesses', lambda conn, hits: (
+        batches.append([memory_id for _, _, memory_id in hits]), real(conn, hits)))
+    assert access.flush() and access.pending == 0
+    assert batches == [list(range(1, 16)) + far[:1], far[1:],
+                       list(range(16, 32)), list(range(32, 41))]
+    assert stored_hits(engine) == [2] * 5 + [3] * 5 + [2] * 20  # ids 1..30: one hit more
     engine.close()

@@ -14,8 +14,11 @@ has the pending hits added, so a recall counts and weighs the hits of the recall
 whether or not they are written yet. A batch is added from its own table until its commit, and
 that commit and a read with its addition exclude each other, so no hit is counted twice or
 missed. Another process sees the hits once written, about ``FLUSH_DELAY_S`` later unless the
-store is busy. The pending table is bounded; past the bound the oldest entries are dropped,
-which only under-counts popularity.
+store is busy. The pending table is bounded: past the bound its oldest entries are folded into
+a bitmap of memory ids (one bit a memory, a byte per eight ids up to the largest), where each
+keeps one hit at the time of the newest hit folded. That under-counts popularity and can move a
+memory's last hit forward by as long as the store stayed busy, but a memory a recall touched
+stays touched: retention never purges a perception whose only hit was folded.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import contextlib
 import itertools
 import logging
 import threading
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
 
 from robotmem_ros.engine import store
 from robotmem_ros.engine.database import Database
@@ -43,15 +48,68 @@ BATCH_PAUSE_S = 0.001
 JOIN_S = 5.0
 
 
+class _Folded:
+    """Memories whose pending hits were folded past the bound: one hit each, one time."""
+
+    def __init__(self) -> None:
+        self._bits = bytearray()
+        self._low = 0  # no bit is set in the bytes before this one
+        self.count = 0
+        self.last = 0.0
+
+    def add(self, memory_id: int, last: float) -> None:
+        byte, bit = divmod(memory_id, 8)
+        if byte >= len(self._bits):
+            self._bits.extend(bytes(byte + 1 - len(self._bits)))
+        if not self._bits[byte] >> bit & 1:
+            self._bits[byte] |= 1 << bit
+            self._low = min(self._low, byte)
+            self.count += 1
+        self.last = max(self.last, last)
+
+    def __contains__(self, memory_id: int) -> bool:
+        byte, bit = divmod(memory_id, 8)
+        return byte < len(self._bits) and bool(self._bits[byte] >> bit & 1)
+
+    def __getitem__(self, memory_id: int) -> tuple[int, float]:
+        return 1, self.last
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids(len(self._bits)))
+
+    def take(self, limit: int) -> dict[int, tuple[int, float]]:
+        """Remove up to ``limit`` memories, lowest ids first, and return their hits."""
+        taken: dict[int, tuple[int, float]] = {}
+        while len(taken) < limit and self.count:
+            end = min(len(self._bits), self._low + 8192)
+            for memory_id in self._ids(end, limit - len(taken)):
+                byte, bit = divmod(memory_id, 8)
+                self._bits[byte] &= ~(1 << bit)
+                taken[memory_id] = (1, self.last)
+                self.count -= 1
+            if len(taken) < limit:
+                self._low = end  # every byte up to here is clear now
+        if not self.count:
+            self._bits, self._low, self.last = bytearray(), 0, 0.0
+        return taken
+
+    def _ids(self, end: int, limit: int | None = None) -> list[int]:
+        """Return the first ``limit`` ids set from byte ``_low`` up to ``end``, in order."""
+        window = np.unpackbits(np.frombuffer(self._bits[self._low:end], np.uint8),  # a copy
+                               bitorder='little')
+        return (np.flatnonzero(window)[:limit] + 8 * self._low).tolist()
+
+
 class AccessCounts:
     """Pending hit counts of one store and the thread that writes them."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._lock = threading.Lock()  # the two tables
+        self._lock = threading.Lock()  # the tables and the folded hits
         self._view = threading.Lock()  # a batch's commit / a read and its addition
         self._pending: dict[int, tuple[int, float]] = {}  # id -> (hits, last time)
         self._writing: dict[int, tuple[int, float]] = {}  # the batch being written
+        self._folded = _Folded()  # older than every pending entry: past MAX_PENDING
         self._flushing = threading.Lock()  # one batch at a time (the thread, close, a caller)
         self._last_error = ''
         self._wake = threading.Event()
@@ -72,7 +130,7 @@ class AccessCounts:
         commit before that write ends.
         """
         with self._lock:
-            return set(self._pending) | set(self._writing)
+            return set(self._pending) | set(self._writing) | set(self._folded)
 
     def record(self, memory_ids: Iterable[int], now: float) -> None:
         """Count one hit for each id; the background thread writes them."""
@@ -85,7 +143,8 @@ class AccessCounts:
         with self._view:
             records = store.fetch_records(conn, ids)
             with self._lock:
-                unwritten = [(held[i], records[i]) for held in (self._writing, self._pending)
+                unwritten = [(held[i], records[i])
+                             for held in (self._writing, self._pending, self._folded)
                              for i in records if i in held]
         for (hits, last), record in unwritten:
             record.access_count += hits
@@ -107,16 +166,19 @@ class AccessCounts:
         self.flush()
 
     def _add(self, hits: dict[int, tuple[int, float]]) -> None:
-        """Merge ``hits`` in (under ``_lock``); the ones given last are kept past the bound."""
+        """Merge ``hits`` in (under ``_lock``); past the bound the oldest entries are folded."""
         for memory_id, (count, last) in hits.items():
             held, when = self._pending.pop(memory_id, (0, last))
             self._pending[memory_id] = (held + count, max(when, last))  # re-insert: newest last
         while len(self._pending) > MAX_PENDING:
-            del self._pending[next(iter(self._pending))]
+            memory_id = next(iter(self._pending))
+            self._folded.add(memory_id, self._pending.pop(memory_id)[1])
 
     def _write_batch(self) -> bool | None:
         """
-        Write the oldest FLUSH_ROWS pending hits: True if written, False if not, None: none.
+        Write the oldest FLUSH_ROWS hits, folded first: True if written, False if not, None.
+
+        None: there were none.
 
         Until its commit the batch is added to reads from ``_writing``; the commit and the
         batch's removal from there happen under ``_view``, so a read sees the hits either in
@@ -125,9 +187,11 @@ class AccessCounts:
         """
         with self._flushing, contextlib.ExitStack() as committed:
             with self._lock:
-                batch = dict(itertools.islice(self._pending.items(), FLUSH_ROWS))
-                for memory_id in batch:
-                    del self._pending[memory_id]
+                batch = self._folded.take(FLUSH_ROWS)
+                if not batch:
+                    batch = dict(itertools.islice(self._pending.items(), FLUSH_ROWS))
+                    for memory_id in batch:
+                        del self._pending[memory_id]
                 self._writing = batch
             if not batch:
                 return None
