@@ -15,8 +15,8 @@ whether or not they are written yet. A batch is added from its own table until i
 that commit and a read with its addition exclude each other, so no hit is counted twice or
 missed. Another process sees the hits once written, about ``FLUSH_DELAY_S`` later unless the
 store is busy. The pending table is bounded: past the bound its oldest entries are folded into
-a bitmap of memory ids (one bit a memory, a byte per eight ids up to the largest), where each
-keeps one hit at the time of the newest hit folded. That under-counts popularity and can move a
+a bitmap of memory ids (a bit a memory, in pages held while they hold one), where each keeps
+one hit at the time of the newest hit folded. That under-counts popularity and can move a
 memory's last hit forward by as long as the store stayed busy, but a memory a recall touched
 stays touched: retention never purges a perception whose only hit was folded.
 """
@@ -38,6 +38,7 @@ from robotmem_ros.types import MemoryRecord
 
 LOG = logging.getLogger('robotmem.engine')
 MAX_PENDING = 10_000
+PAGE_IDS = 4096  # ids a page of the folded hits' bitmap covers (512 bytes)
 # The hits gathered over this long are written together; a process that reads the store's
 # file (the CLI, a backup) sees a recall's hits about this much later, when the store is free.
 FLUSH_DELAY_S = 0.5
@@ -49,55 +50,63 @@ JOIN_S = 5.0
 
 
 class _Folded:
-    """Memories whose pending hits were folded past the bound: one hit each, one time."""
+    """
+    Memories whose pending hits were folded past the bound: one hit each, one time.
+
+    A bitmap of ids in pages of PAGE_IDS, a page held while one of its ids is folded: memory
+    ids only grow (a robot at 10 Hz numbers 300M perceptions a year), and the ids recalls
+    touch cluster where the robot works and what it learned, so a flat bitmap up to the
+    largest id would hold tens of megabytes of zeros.
+    """
 
     def __init__(self) -> None:
-        self._bits = bytearray()
-        self._low = 0  # no bit is set in the bytes before this one
+        self._pages: dict[int, bytearray] = {}
         self.count = 0
         self.last = 0.0
 
     def add(self, memory_id: int, last: float) -> None:
-        byte, bit = divmod(memory_id, 8)
-        if byte >= len(self._bits):
-            self._bits.extend(bytes(byte + 1 - len(self._bits)))
-        if not self._bits[byte] >> bit & 1:
-            self._bits[byte] |= 1 << bit
-            self._low = min(self._low, byte)
+        number, offset = divmod(memory_id, PAGE_IDS)
+        page = self._pages.setdefault(number, bytearray(PAGE_IDS // 8))
+        byte, bit = divmod(offset, 8)
+        if not page[byte] >> bit & 1:
+            page[byte] |= 1 << bit
             self.count += 1
         self.last = max(self.last, last)
 
     def __contains__(self, memory_id: int) -> bool:
-        byte, bit = divmod(memory_id, 8)
-        return byte < len(self._bits) and bool(self._bits[byte] >> bit & 1)
+        number, offset = divmod(memory_id, PAGE_IDS)
+        page = self._pages.get(number)
+        return page is not None and bool(page[offset // 8] >> offset % 8 & 1)
 
     def __getitem__(self, memory_id: int) -> tuple[int, float]:
         return 1, self.last
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self._ids(len(self._bits)))
+        for number in sorted(self._pages):
+            yield from self._ids(number)
 
     def take(self, limit: int) -> dict[int, tuple[int, float]]:
         """Remove up to ``limit`` memories, lowest ids first, and return their hits."""
         taken: dict[int, tuple[int, float]] = {}
-        while len(taken) < limit and self.count:
-            end = min(len(self._bits), self._low + 8192)
-            for memory_id in self._ids(end, limit - len(taken)):
-                byte, bit = divmod(memory_id, 8)
-                self._bits[byte] &= ~(1 << bit)
+        for number in sorted(self._pages):
+            page = self._pages[number]
+            for memory_id in self._ids(number)[:limit - len(taken)]:
+                offset = memory_id % PAGE_IDS
+                page[offset // 8] &= ~(1 << offset % 8)
                 taken[memory_id] = (1, self.last)
-                self.count -= 1
-            if len(taken) < limit:
-                self._low = end  # every byte up to here is clear now
+            if not any(page):
+                del self._pages[number]
+            if len(taken) == limit:
+                break
+        self.count -= len(taken)
         if not self.count:
-            self._bits, self._low, self.last = bytearray(), 0, 0.0
+            self.last = 0.0
         return taken
 
-    def _ids(self, end: int, limit: int | None = None) -> list[int]:
-        """Return the first ``limit`` ids set from byte ``_low`` up to ``end``, in order."""
-        window = np.unpackbits(np.frombuffer(self._bits[self._low:end], np.uint8),  # a copy
-                               bitorder='little')
-        return (np.flatnonzero(window)[:limit] + 8 * self._low).tolist()
+    def _ids(self, number: int) -> list[int]:
+        """Return the ids folded in page ``number``, in order."""
+        bits = np.unpackbits(np.frombuffer(self._pages[number], np.uint8), bitorder='little')
+        return (np.flatnonzero(bits) + number * PAGE_IDS).tolist()
 
 
 class AccessCounts:
