@@ -261,7 +261,7 @@ _V9 = [
 # Retention (engine/retention.py) asks for the untouched perceptions stored before a time, oldest
 # first. Indexed as this expression over just those rows (store.untouched_perceptions names the
 # same words, so SQLite uses the index): a prune reads the rows it deletes, not every memory of
-# the store (a scan and a sort, 250 ms at 1M, docs/performance.md). A recall's first hit moves a
+# the store (a scan and a sort, 302 ms at 1M, docs/performance.md). A recall's first hit moves a
 # perception out of the index; facts are never in it.
 STORED = 'COALESCE(stored_at, created_at)'
 UNTOUCHED_PERCEPTION = "type = 'perception' AND access_count = 0"
