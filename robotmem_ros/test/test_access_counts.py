@@ -158,6 +158,7 @@ def test_past_the_bound_hits_fold_and_no_touched_memory_is_lost(tmp_path, monkey
     # A store busy for long (another process importing) gathers more memories with hits than
     # the table holds. The oldest fold to one hit each: still counted, still kept by retention.
     monkeypatch.setattr(access_counts, 'MAX_PENDING', 25)
+    monkeypatch.setattr(access_counts, 'MERGE_IDS', 4)  # folded ids merged in steps
     engine = make_engine(tmp_path)
     ids = engine.save_perceptions([PerceptionInput(f'camera frame {i} of the shelf')
                                    for i in range(30)])
@@ -178,7 +179,7 @@ def test_past_the_bound_hits_fold_and_no_touched_memory_is_lost(tmp_path, monkey
         lock.release()
     assert access.flush() and access.pending == 0
     assert stored_hits(engine) == [1] * 5 + [2] * 5 + [1] * 20
-    # Folded ids far apart (three windows of the bitmap) go out lowest first, in batches.
+    # Folded ids, far apart and near, go out lowest first, in batches.
     monkeypatch.setattr(access_counts, 'FLUSH_ROWS', 16)
     far = [8 * 8192 * k + 3 for k in range(1, 4)]
     access.record(far, 5.0)

@@ -15,10 +15,10 @@ whether or not they are written yet. A batch is added from its own table until i
 that commit and a read with its addition exclude each other, so no hit is counted twice or
 missed. Another process sees the hits once written, about ``FLUSH_DELAY_S`` later unless the
 store is busy. The pending table is bounded: past the bound its oldest entries are folded into
-a bitmap of memory ids (a bit a memory, in pages held while they hold one), where each keeps
-one hit at the time of the newest hit folded. That under-counts popularity and can move a
-memory's last hit forward by as long as the store stayed busy, but a memory a recall touched
-stays touched: retention never purges a perception whose only hit was folded.
+a sorted array of memory ids, where each keeps one hit at the time of the newest hit folded.
+That under-counts popularity and can move a memory's last hit forward by as long as the store
+stayed busy, but a memory a recall touched stays touched: retention never purges a perception
+whose only hit was folded.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import contextlib
 import itertools
 import logging
 import threading
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from robotmem_ros.types import MemoryRecord
 
 LOG = logging.getLogger('robotmem.engine')
 MAX_PENDING = 10_000
-PAGE_IDS = 4096  # ids a page of the folded hits' bitmap covers (512 bytes)
+MERGE_IDS = 1024  # folded ids gathered in a set before they join the sorted array
 # The hits gathered over this long are written together; a process that reads the store's
 # file (the CLI, a backup) sees a recall's hits about this much later, when the store is free.
 FLUSH_DELAY_S = 0.5
@@ -53,60 +53,55 @@ class _Folded:
     """
     Memories whose pending hits were folded past the bound: one hit each, one time.
 
-    A bitmap of ids in pages of PAGE_IDS, a page held while one of its ids is folded: memory
-    ids only grow (a robot at 10 Hz numbers 300M perceptions a year), and the ids recalls
-    touch cluster where the robot works and what it learned, so a flat bitmap up to the
-    largest id would hold tens of megabytes of zeros.
+    Their ids in one sorted array, 8 bytes a memory (a pending entry takes about 110), the
+    latest in a set merged into it every MERGE_IDS folds. Bounded by the memories recalls
+    touched while the store stayed busy, whatever their ids (which only grow: a robot at 10 Hz
+    numbers 300M perceptions a year).
     """
 
     def __init__(self) -> None:
-        self._pages: dict[int, bytearray] = {}
-        self.count = 0
+        self._sorted = np.zeros(0, dtype=np.int64)
+        self._fresh: set[int] = set()
         self.last = 0.0
 
     def add(self, memory_id: int, last: float) -> None:
-        number, offset = divmod(memory_id, PAGE_IDS)
-        page = self._pages.setdefault(number, bytearray(PAGE_IDS // 8))
-        byte, bit = divmod(offset, 8)
-        if not page[byte] >> bit & 1:
-            page[byte] |= 1 << bit
-            self.count += 1
+        self._fresh.add(memory_id)
         self.last = max(self.last, last)
+        if len(self._fresh) >= MERGE_IDS:
+            self._merge()
 
     def __contains__(self, memory_id: int) -> bool:
-        number, offset = divmod(memory_id, PAGE_IDS)
-        page = self._pages.get(number)
-        return page is not None and bool(page[offset // 8] >> offset % 8 & 1)
+        if memory_id in self._fresh:
+            return True
+        at = int(np.searchsorted(self._sorted, memory_id))
+        return at < len(self._sorted) and int(self._sorted[at]) == memory_id
 
     def __getitem__(self, memory_id: int) -> tuple[int, float]:
         return 1, self.last
 
-    def __iter__(self) -> Iterator[int]:
-        for number in sorted(self._pages):
-            yield from self._ids(number)
+    def ids(self) -> np.ndarray:
+        """Return a copy of every folded id, in order."""
+        self._merge()
+        return self._sorted.copy()
 
     def take(self, limit: int) -> dict[int, tuple[int, float]]:
         """Remove up to ``limit`` memories, lowest ids first, and return their hits."""
-        taken: dict[int, tuple[int, float]] = {}
-        for number in sorted(self._pages):
-            page = self._pages[number]
-            for memory_id in self._ids(number)[:limit - len(taken)]:
-                offset = memory_id % PAGE_IDS
-                page[offset // 8] &= ~(1 << offset % 8)
-                taken[memory_id] = (1, self.last)
-            if not any(page):
-                del self._pages[number]
-            if len(taken) == limit:
-                break
-        self.count -= len(taken)
-        if not self.count:
-            self.last = 0.0
+        self._merge()
+        taken = dict.fromkeys(self._sorted[:limit].tolist(), (1, self.last))
+        self._sorted = self._sorted[limit:]
+        if not len(self._sorted):
+            self._sorted, self.last = np.zeros(0, dtype=np.int64), 0.0
         return taken
 
-    def _ids(self, number: int) -> list[int]:
-        """Return the ids folded in page ``number``, in order."""
-        bits = np.unpackbits(np.frombuffer(self._pages[number], np.uint8), bitorder='little')
-        return (np.flatnonzero(bits) + number * PAGE_IDS).tolist()
+    def _merge(self) -> None:
+        if not self._fresh:
+            return
+        new = np.sort(np.fromiter(self._fresh, dtype=np.int64, count=len(self._fresh)))
+        at = np.searchsorted(self._sorted, new)
+        held = at < len(self._sorted)
+        held[held] = self._sorted[at[held]] == new[held]
+        self._sorted = np.insert(self._sorted, at[~held], new[~held])
+        self._fresh.clear()
 
 
 class AccessCounts:
@@ -139,7 +134,9 @@ class AccessCounts:
         commit before that write ends.
         """
         with self._lock:
-            return set(self._pending) | set(self._writing) | set(self._folded)
+            held = set(self._pending) | set(self._writing)
+            folded = self._folded.ids()  # a copy: made into a set without the lock
+        return held.union(folded.tolist())
 
     def record(self, memory_ids: Iterable[int], now: float) -> None:
         """Count one hit for each id; the background thread writes them."""
