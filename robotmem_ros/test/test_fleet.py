@@ -606,14 +606,15 @@ def test_a_turn_held_past_the_statement_timeout_is_a_clear_error(fleet_hub, robo
     try:
         assert hubmod.take_turn(holder, hubmod.PUSH, a.robot_id, wait=False)
         a.engine.learn('the exit of this cell is kept clear')
-        with pytest.raises(StorageError, match='held the push turn of robot '
-                           f"'{a.robot_id}' for 300ms; try again"):
+        with pytest.raises(StorageError, match='the wait for the push turn of robot '
+                           f"'{a.robot_id}' was cancelled after up to 300ms"):
             a.sync.push_all()
         assert local_store.outbox_length(a.engine.db.reader()) == 1  # nothing lost
+        assert not a.sync.status().connected  # dropped: a turn granted as it gave up ends too
     finally:
         hubmod.end_turn(holder, hubmod.PUSH, a.robot_id)
         holder.close()
-    assert a.sync.push_all() == 1  # the same connection, its turn free again
+    assert a.sync.push_all() == 1  # a new connection, the turn free again
 
 
 def test_a_hub_whose_transaction_ids_started_again_is_pulled_from_the_start(robots):

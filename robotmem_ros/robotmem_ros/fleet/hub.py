@@ -225,6 +225,15 @@ PUSH, PULL = 1, 2
 TURN_NAMES = {PUSH: 'push', PULL: 'pull'}
 
 
+class TurnWaitCancelled(psycopg.Error):
+    """
+    A wait for a turn was cancelled; the caller must drop the connection (a HubError).
+
+    The server can grant the lock as the statement timeout fires, and a session's advisory
+    lock outlives the cancelled statement: only the session's end is sure to free the turn.
+    """
+
+
 def take_turn(conn: Any, kind: int, robot_id: str, wait: bool) -> bool:
     """
     Take this robot's push or pull turn on this connection; False if another holds it.
@@ -235,11 +244,12 @@ def take_turn(conn: Any, kind: int, robot_id: str, wait: bool) -> bool:
     if wait:
         try:
             conn.execute('SELECT pg_advisory_lock(%s, hashtext(%s))', key)
-        except psycopg.errors.QueryCanceled as exc:  # the statement timeout, not a hub fault
-            raise StorageError(
-                "fleet hub: another session (the node's sync or a `robotmem fleet` command) "
-                f'has held the {TURN_NAMES[kind]} turn of robot {robot_id!r} for '
-                f'{_timeout_s(conn)}; try again when it ends') from exc
+        except psycopg.errors.QueryCanceled as exc:
+            raise TurnWaitCancelled(
+                f'the wait for the {TURN_NAMES[kind]} turn of robot {robot_id!r} was cancelled '
+                f'after up to {_timeout_s(conn)} (the statement timeout): another session '
+                "(the node's sync or a `robotmem fleet` command) holds it; try again when it "
+                'ends') from exc
         return True
     return conn.execute('SELECT pg_try_advisory_lock(%s, hashtext(%s))', key).fetchone()[0]
 
