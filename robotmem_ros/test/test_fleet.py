@@ -614,6 +614,7 @@ def test_a_turn_held_past_the_statement_timeout_is_a_clear_error(fleet_hub, robo
     finally:
         hubmod.end_turn(holder, hubmod.PUSH, a.robot_id)
         holder.close()
+    monkeypatch.setattr(hubmod, 'STATEMENT_TIMEOUT_MS', 30_000)  # 300 ms only for that wait
     assert a.sync.push_all() == 1  # a new connection, the turn free again
 
 
