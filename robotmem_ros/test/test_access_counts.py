@@ -157,6 +157,7 @@ def test_many_hits_go_out_in_batches_of_bounded_size(tmp_path, monkeypatch):
 def test_past_the_bound_hits_fold_and_no_touched_memory_is_lost(tmp_path, monkeypatch):
     # A store busy for long (another process importing) gathers more memories with hits than
     # the table holds. The oldest fold to one hit each: still counted, still kept by retention.
+    monkeypatch.setattr(access_counts, 'FLUSH_DELAY_S', 3600.0)  # only flush() writes them
     monkeypatch.setattr(access_counts, 'MAX_PENDING', 25)
     monkeypatch.setattr(access_counts, 'MERGE_IDS', 4)  # folded ids merged in steps
     engine = make_engine(tmp_path)
