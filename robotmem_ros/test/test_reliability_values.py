@@ -5,7 +5,8 @@ Values that must never get into the store, or never hurt once there: real files,
   integers SQLite holds); a bad line names itself and nothing is imported.
 - A row with an out-of-range time (a store written before that check) never fails a recall.
 - Text that renders as nothing (zero-width characters, a BOM) is empty; text with nothing a
-  search can find (emoji only) is refused with a clear error.
+  search can find (emoji only) is refused with a clear error; an optional id or label that
+  renders as nothing, or that import or a fleet pull would refuse, is refused at Learn.
 - Perception stamps outside [2000-01-01, now + perception_stamp_max_future] are replaced by the
   receive time and counted; a perception decays from when it was stored, not from its stamp.
 """
@@ -93,6 +94,32 @@ def test_invisible_text_is_empty(engine, text):
     with pytest.raises(ValidationError, match='description must not be empty'):
         engine.save_perception(PerceptionInput(text))
     assert count(engine) == 0
+
+
+@pytest.mark.parametrize('session_id', ['\u200b', '\ufeff\u00ad'], ids=['zwsp', 'bom-shy'])
+def test_a_session_id_that_renders_as_nothing_is_refused(engine, session_id):
+    # Stored, it named a session that EndSession refused as empty on every call and that an
+    # import of the store's own export refused.
+    with pytest.raises(ValidationError, match='session_id holds only invisible characters'):
+        engine.learn('the torque wrench is in drawer two', session_id=session_id)
+    with pytest.raises(ValidationError, match='session_id holds only invisible characters'):
+        engine.recall('torque wrench', session_id=session_id)
+    assert count(engine) == 0
+
+
+@pytest.mark.parametrize('category, error', [
+    ('obs\x00ervation', 'must not contain NUL'), ('x' * 257, 'is too long: 257 characters'),
+    ('\u200b', 'must not be empty')], ids=['nul', 'long', 'invisible'])
+def test_a_category_another_path_would_refuse_is_refused_at_learn(tmp_path, category, error):
+    # A NUL was cut off on the wire, and import (or a fleet pull) refused what Learn stored.
+    engine = make_engine(tmp_path)
+    with pytest.raises(ValidationError, match=f'context.category {error}'):
+        engine.learn('the torque wrench is in drawer two', {'category': category})
+    kept = engine.learn('the torque wrench is in drawer two', {'category': 'x' * 256})
+    assert kept.status == 'created'
+    engine.export_jsonl(str(tmp_path / 'out.jsonl'))
+    other = make_engine(tmp_path, name='other.db')
+    assert other.import_jsonl(str(tmp_path / 'out.jsonl'))['imported'] == 1
 
 
 def test_emoji_only_text_is_refused_with_a_clear_error(start_node):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import re
 from typing import Any
 
+from robotmem_ros.engine.validation import check_text, MAX_CATEGORY_CHARS
 from robotmem_ros.errors import ValidationError
 
 KINDS = ('episodic', 'semantic')
@@ -56,9 +57,9 @@ def infer(text: str, context: dict[str, Any], *, has_session: bool) -> Inferred:
     if category is None:
         category = _category_of(text, context)
         inferred['category'] = category
-    elif not isinstance(category, str) or not category.strip():
+    elif not isinstance(category, str):
         raise ValidationError('context.category must be a non-empty string')
-    category = category.strip().lower()
+    category = check_text('context.category', category, max_chars=MAX_CATEGORY_CHARS).lower()
 
     confidence = context.get('confidence')
     if confidence is None:

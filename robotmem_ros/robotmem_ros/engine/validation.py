@@ -23,6 +23,9 @@ TIMESTAMP_MAX = float(2**31 - 1)
 PLAUSIBLE_STAMP_MIN = 946_684_800.0  # 2000-01-01T00:00:00Z
 SQLITE_INT_MAX = 2**63 - 1
 MAX_RECALL_N = 100
+# A category is a label: Learn, import and fleet pulls refuse a longer one alike, so that what one
+# path stored another never refuses (an export, a fleet copy).
+MAX_CATEGORY_CHARS = 256
 RECALL_CHANNELS = ('bm25', 'vector')
 # Characters that render as nothing: whitespace is handled by strip(); these are format
 # characters (zero-width space/joiners, word joiner, BOM, soft hyphen...), Unicode category Cf.
@@ -36,6 +39,9 @@ def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) 
     text = value.strip()
     if required and not _visible(text):
         raise ValidationError(f'{name} must not be empty')
+    if text and not _visible(text):  # stored, it would name nothing a later call accepts
+        raise ValidationError(f'{name} holds only invisible characters: give a visible one '
+                              'or none')
     if len(text) > max_chars:
         raise ValidationError(f'{name} is too long: {len(text)} characters (max {max_chars})')
     check_encodable(name, text)

@@ -22,13 +22,12 @@ from robotmem_ros.engine import dedup, schema, store
 from robotmem_ros.engine.database import savepoint, snapshot
 from robotmem_ros.engine.inference import KINDS
 from robotmem_ros.engine.validation import (check_range, check_searchable, check_text,
-                                            check_timestamp, json_object)
+                                            check_timestamp, json_object, MAX_CATEGORY_CHARS)
 from robotmem_ros.errors import ConfigError, ConflictError, ValidationError
 from robotmem_ros.fleet.hub import HubRow, Watermark
 
 LOG = logging.getLogger('robotmem.fleet')
 TYPES = ('fact', 'perception')
-MAX_CATEGORY_CHARS = 256
 
 ROW_COLUMNS = ('m.collection, m.type, m.content, m.category, m.kind, m.confidence, '
                'm.context_json, m.status, m.superseded_by, m.created_at, m.embedded')
