@@ -7,6 +7,8 @@ Values that must never get into the store, or never hurt once there: real files,
 - Text that renders as nothing (zero-width characters, a BOM) is empty; text with nothing a
   search can find (emoji only) is refused with a clear error; an optional id or label that
   renders as nothing, or that import or a fleet pull would refuse, is refused at Learn.
+- An integer beyond a double, or a float SQLite reads differently from Python, in a context:
+  stored, embedded, and found by an equality filter.
 - Perception stamps outside [2000-01-01, now + perception_stamp_max_future] are replaced by the
   receive time and counted; a perception decays from when it was stored, not from its stamp.
 """
@@ -120,6 +122,42 @@ def test_a_category_another_path_would_refuse_is_refused_at_learn(tmp_path, cate
     engine.export_jsonl(str(tmp_path / 'out.jsonl'))
     other = make_engine(tmp_path, name='other.db')
     assert other.import_jsonl(str(tmp_path / 'out.jsonl'))['imported'] == 1
+
+
+@pytest.mark.parametrize('context', [{'robot': 10**400}, {'task': {'name': -10**400}}],
+                         ids=['robot', 'task.name'])
+def test_an_integer_beyond_a_double_at_a_filtered_path_is_embedded(tmp_path, context):
+    # The vector index files a memory by these paths; float() of such an integer raised, so a
+    # learn with a model failed, and the same value imported stalled every later embedding.
+    engine = make_engine(tmp_path, embed=True)
+    assert engine.learn('the red cup is on the table', context).status == 'created'
+    source = make_engine(tmp_path, name='source.db')
+    source.learn('the blue box sits by the door', context)
+    source.learn('the green bottle is in the fridge')
+    source.export_jsonl(str(tmp_path / 'out.jsonl'))
+    engine.import_jsonl(str(tmp_path / 'out.jsonl'))
+    assert engine.embed_pending() == 2
+    embedded = engine.db.reader().execute('SELECT embedded FROM memories').fetchall()
+    assert [row[0] for row in embedded] == [1, 1, 1]
+    found = engine.recall('red cup', context_filter=context, n=5)
+    assert sorted(m.content for m in found.memories) == [
+        'the blue box sits by the door', 'the red cup is on the table']
+
+
+@pytest.mark.parametrize('value', [2.3947504372216924e-120, 3.9942566682411615e+250, 0.1],
+                         ids=['tiny', 'huge', 'plain'])
+def test_a_float_equality_finds_the_memory_holding_that_float(tmp_path, value):
+    # SQLite reads some decimals of very large or small magnitude one unit in the last place
+    # off Python's: pushed down to SQL, the equality dropped the very memory it names.
+    engine = make_engine(tmp_path, embed=True)
+    context = {'bias': value, 'robot': value, 'sensor': {'bias': value}}
+    engine.learn('the gripper camera bias was measured', context)
+    engine.learn('the wrist camera bias was measured', {'bias': 1.0, 'robot': 1.0})
+    for path in ('bias', 'robot', 'sensor.bias'):
+        for query in ('*', 'camera bias'):
+            found = engine.recall(query, context_filter={path: value}, n=5)
+            assert [m.content for m in found.memories] == [
+                'the gripper camera bias was measured'], (path, query)
 
 
 def test_emoji_only_text_is_refused_with_a_clear_error(start_node):

@@ -51,6 +51,7 @@ CREATED_AT = 'created_at'
 AS_OF = 'as_of'
 ORIGIN = 'origin'
 _SQL_INT_MIN, _SQL_INT_MAX = -2**63, 2**63 - 1  # what SQLite can bind
+_EXACT_FLOAT_MAX = 2.0**53  # integral doubles up to here print and parse exactly anywhere
 
 
 # --- JSON input ----------------------------------------------------------------------------
@@ -254,17 +255,28 @@ class ContextFilter:
         A superset test: SQL's ``json_extract(...) = value`` holds for every context this
         filter matches (it also lets ``1`` equal ``true``), so :meth:`matches` still decides.
         Only plain-identifier paths qualify (a numeric segment indexes a list in Python but
-        names a key in a JSON path), and only values SQLite can bind (an integer beyond 64 bits
-        cannot be; Python still tests it).
+        names a key in a JSON path), and only values SQLite reads back as Python wrote them: no
+        integer beyond 64 bits (it cannot be bound), no float with a fraction or beyond 2**53.
+        SQLite's own decimal-to-double reading of the stored JSON can land one unit in the last
+        place off Python's (seen from about 1e100 up and 1e-100 down), and an equality that
+        fails in SQL drops a row Python would match. Python still tests those.
         """
         return [('$.' + '.'.join(c.path), c.operand) for c in self.conditions
-                if c.op == '$eq' and isinstance(c.operand, (str, int, float))
-                and (not isinstance(c.operand, int) or _SQL_INT_MIN <= c.operand <= _SQL_INT_MAX)
+                if c.op == '$eq' and _reads_back(c.operand)
                 and all(segment.isidentifier() for segment in c.path)]
 
     def matches(self, context: Any) -> bool:
         """Tell whether a context satisfies every condition; a non-dict context has no paths."""
         return all(condition.holds(context) for condition in self.conditions)
+
+
+def _reads_back(value: Any) -> bool:
+    """Tell whether SQLite's value of ``value`` stored as JSON text equals Python's exactly."""
+    if isinstance(value, float):
+        return value.is_integer() and abs(value) <= _EXACT_FLOAT_MAX
+    if isinstance(value, int):
+        return _SQL_INT_MIN <= value <= _SQL_INT_MAX
+    return isinstance(value, str)
 
 
 def _conditions(key: str, value: Any) -> list[Condition]:

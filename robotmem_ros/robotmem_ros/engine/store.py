@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -306,8 +307,10 @@ def _filter_ids(conn: Any, values: str | None, known: dict[tuple[str, Any], int]
     Pack the ``context_values`` ids of a context's filter values, giving new values an id.
 
     ``values`` is schema.CONTEXT_VALUES_SQL's JSON array; a value compares as SQLite's:
-    true is 1, and an integer beyond 64 bits is a real, as ``json_extract`` returns them.
-    Objects, lists, null and a missing path get 0. ``known`` caches ids within a transaction.
+    true is 1, and an integer beyond 64 bits is a real, as ``json_extract`` returns them (one
+    beyond a double's range is infinite there: Python's ``float`` would raise, and every later
+    write of that memory's vector with it). Objects, lists, null and a missing path get 0.
+    ``known`` caches ids within a transaction.
     """
     pairs = []
     for position, (path, value) in enumerate(zip(schema.CONTEXT_PATHS,
@@ -315,8 +318,10 @@ def _filter_ids(conn: Any, values: str | None, known: dict[tuple[str, Any], int]
         if isinstance(value, bool) or (isinstance(value, int)
                                        and _SQL_INT_MIN <= value <= _SQL_INT_MAX):
             pairs.append((position, (path, int(value))))
-        elif isinstance(value, (int, float, str)):  # an int here is beyond 64 bits
-            pairs.append((position, (path, float(value) if isinstance(value, int) else value)))
+        elif isinstance(value, int):  # beyond 64 bits
+            pairs.append((position, (path, _as_real(value))))
+        elif isinstance(value, (float, str)):
+            pairs.append((position, (path, value)))
     wanted = [pair for _, pair in pairs if pair not in known]
     for pair, found in zip(wanted, vector_store.context_ids(conn, wanted)):
         known[pair] = found if found is not None else conn.execute(
@@ -325,6 +330,14 @@ def _filter_ids(conn: Any, values: str | None, known: dict[tuple[str, Any], int]
     for position, pair in pairs:
         packed[position] = known[pair]
     return packed.tobytes()
+
+
+def _as_real(value: int) -> float:
+    """Return an integer as SQLite reads it into a real: the nearest double, or an infinity."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def mark_unembedded(conn: Any, memory_id: int) -> None:
