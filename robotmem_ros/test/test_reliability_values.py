@@ -160,6 +160,19 @@ def test_a_float_equality_finds_the_memory_holding_that_float(tmp_path, value):
                 'the gripper camera bias was measured'], (path, query)
 
 
+def test_an_update_cannot_grow_a_context_past_the_limit(tmp_path):
+    # Merged unchecked, the context outgrew max_json_bytes, which imports and fleet pulls
+    # hold a memory to.
+    engine = make_engine(tmp_path, max_json_bytes=1024)
+    learned = engine.learn('the torque wrench is in drawer two', {'note': 'a' * 600})
+    with pytest.raises(ValidationError, match='larger than 1024 bytes'):
+        engine.update(learned.memory_id, 'the torque wrench is in drawer three',
+                      {'more': 'b' * 600})
+    kept = engine.recall('torque wrench', n=5).memories
+    assert [(m.content, m.context) for m in kept] == [
+        ('the torque wrench is in drawer two', {'note': 'a' * 600})]
+
+
 def test_emoji_only_text_is_refused_with_a_clear_error(start_node):
     node = start_node()
     refused = node.call(Learn, 'learn', insight='\U0001f34e\U0001f525\u2705')

@@ -354,8 +354,9 @@ class MemoryEngine:
         try:
             with self.db.write() as conn:
                 row = self._active_row(conn, memory_id)
-                ctx = json.loads(row['context_json'])
-                ctx.update(ctx_update)
+                # Checked again merged: keys added to a large context could outgrow the limit
+                # that an import or a fleet pull of this memory holds it to.
+                ctx = self._json('context', {**json.loads(row['context_json']), **ctx_update})
                 store.replace_content(conn, memory_id, content, ctx)
                 if self.embedding.usable:
                     store.put_vector(conn, memory_id, vector)
