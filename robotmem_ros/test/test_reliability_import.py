@@ -5,6 +5,11 @@ The file is an export of a real store whose early memories are superseded by lat
 links cross batch boundaries. The interruption is a real one at a deterministic point: the CLI
 is killed with SIGKILL once its first batch is committed, and, in process, the progress callback
 raises KeyboardInterrupt (Ctrl-C) right after the first batch.
+
+An import checks the whole file before it writes: a line with a value the store must not hold (a
+number JSON cannot carry, a lone surrogate SQLite cannot bind, runaway nesting, a category
+longer than Learn takes) is refused by file:line, and nothing from that file is stored, even
+when the bad line is the last one of a file longer than one batch.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +25,9 @@ import sys
 from conftest import PACKAGE_DIR, wait_until
 from engine_helpers import make_engine
 import pytest
+from robotmem_ros.engine.transfer import BATCH
+from robotmem_ros.engine.validation import MAX_CATEGORY_CHARS
+from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import PerceptionInput
 
 SUPERSEDED = 2000  # four import batches of 500: links from early batches point past them
@@ -126,3 +135,130 @@ def test_cli_import_killed_then_rerun_equals_uninterrupted(export, tmp_path):
     assert done.returncode == 0, err
     assert json.loads(out)['imported'] + len(json.loads(out)['skipped']) == 2 * SUPERSEDED
     assert snapshot(db) == whole
+
+
+# --- a bad line is refused before anything is written --------------------------------------
+
+def small_export(tmp_path: pathlib.Path) -> list[dict]:
+    """Return the lines of an export holding one session (with a context) and one fact."""
+    engine = make_engine(tmp_path, name='small.db')
+    try:
+        session = engine.start_session({'robot': 'r1'}).session_id
+        engine.learn('the red cup is on the table', {'robot': 'r1'}, session_id=session)
+        engine.end_session(session, outcome_score=0.5)
+        path = tmp_path / 'small.jsonl'
+        engine.export_jsonl(str(path))
+    finally:
+        engine.close()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line['record'] for line in lines] == ['header', 'session', 'memory']
+    assert isinstance(lines[1]['summary'], dict)
+    return lines
+
+
+def write_lines(path: pathlib.Path, lines: list[dict], literal: str = '') -> pathlib.Path:
+    """Write ``lines``; ``literal`` is written raw where a line holds the string '@RAW@'."""
+    path.write_text(''.join(json.dumps(line).replace('"@RAW@"', literal) + '\n'
+                            for line in lines))
+    return path
+
+
+def assert_refused(tmp_path: pathlib.Path, path: pathlib.Path, pattern: str) -> None:
+    """Import ``path`` into an empty store: refused as ``pattern``, and nothing stored."""
+    engine = make_engine(tmp_path)
+    try:
+        with pytest.raises(ValidationError, match=pattern):
+            engine.import_jsonl(str(path))
+        reader = engine.db.reader()
+        assert reader.execute('SELECT COUNT(*) FROM memories').fetchone()[0] == 0
+        assert reader.execute('SELECT COUNT(*) FROM sessions').fetchone()[0] == 0
+    finally:
+        engine.close()
+
+
+NOT_FINITE = ['NaN', 'Infinity', '-Infinity', '1e999', '-1e999']
+PLACES = [('session', 'context'), ('session', 'summary'), ('memory', 'context')]
+
+
+@pytest.mark.parametrize('record, field', PLACES, ids=[f'{r}.{f}' for r, f in PLACES])
+@pytest.mark.parametrize('literal', NOT_FINITE)
+def test_import_refuses_a_number_json_cannot_carry(tmp_path, record, field, literal):
+    # Stored, such a value made every later export fail and leave its .partial file behind.
+    lines = small_export(tmp_path)
+    number = next(i for i, line in enumerate(lines, 1) if line['record'] == record)
+    lines[number - 1][field] = {**(lines[number - 1][field] or {}), 'reading': '@RAW@'}
+    bad = write_lines(tmp_path / 'bad.jsonl', lines, literal)
+    assert_refused(tmp_path, bad, re.escape(f'{bad}:{number}: {field}') + r"\['reading'\]"
+                   r'.* (not finite|must be finite)')
+    engine = make_engine(tmp_path, name='good.db')
+    try:  # the same file without the bad number imports and exports again
+        lines[number - 1][field]['reading'] = 1.5
+        engine.import_jsonl(str(write_lines(tmp_path / 'good.jsonl', lines)))
+        assert engine.export_jsonl(str(tmp_path / 'again.jsonl')) == {'sessions': 1,
+                                                                      'memories': 1}
+    finally:
+        engine.close()
+
+
+def many_memories(tmp_path: pathlib.Path) -> list[dict]:
+    """Return an export whose memories fill one import batch and part of the next."""
+    header, session, memory = small_export(tmp_path)
+    count = BATCH + 200
+    memories = [dict(memory, id=i, content=f'memory number {i} of the shelf inventory',
+                     context={'i': i}) for i in range(1, count + 1)]
+    return [dict(header, memories=count), session, *memories]
+
+
+SURROGATES = {'tag': lambda m: m.update(tags=['shelf', '\ud800']),
+              'context key': lambda m: m.update(context={'\udc80': 1}),
+              'context value': lambda m: m.update(context={'note': ['fine', '\ud800']})}
+
+
+@pytest.mark.parametrize('place', SURROGATES)
+def test_import_refuses_a_lone_surrogate_before_any_batch_is_written(tmp_path, place):
+    # SQLite cannot bind it: it failed the second batch after the session and the first
+    # batch were committed, with a raw UnicodeEncodeError, leaving half an import.
+    lines = many_memories(tmp_path)
+    SURROGATES[place](lines[-1])
+    bad = write_lines(tmp_path / 'bad.jsonl', lines)
+    assert_refused(tmp_path, bad, re.escape(f'{bad}:{len(lines)}: ') + '.*lone surrogate')
+
+
+def test_import_refuses_a_context_nested_too_deeply(tmp_path):
+    lines = small_export(tmp_path)
+    for levels, error in ((100_000, 'nested too deeply'), (40, 'nested deeper than')):
+        bad = write_lines(tmp_path / 'bad.jsonl', lines[:2] + [
+            dict(lines[2], context='@RAW@')], '{"a":' * levels + '1' + '}' * levels)
+        assert_refused(tmp_path, bad, re.escape(f'{bad}:3: ') + f'.*{error}')
+
+
+def test_import_refuses_a_category_longer_than_learn_takes(tmp_path):
+    lines = small_export(tmp_path)
+    lines[2]['category'] = 'c' * (MAX_CATEGORY_CHARS + 1)
+    bad = write_lines(tmp_path / 'bad.jsonl', lines)
+    assert_refused(tmp_path, bad, re.escape(f'{bad}:3: category is too long'))
+    lines[2]['category'] = 'c' * MAX_CATEGORY_CHARS
+    engine = make_engine(tmp_path, name='good.db')
+    try:
+        assert engine.import_jsonl(str(write_lines(tmp_path / 'good.jsonl', lines)))[
+            'imported'] == 1
+    finally:
+        engine.close()
+
+
+def test_import_takes_back_the_largest_perception_the_engine_stores(tmp_path):
+    # data and metadata, each at the size and depth limits, sit one level down side by side.
+    limits = {'max_json_bytes': 2048, 'max_json_depth': 4}
+    deepest = {'a': {'b': {'c': 'x' * 1900}}}
+    engine = make_engine(tmp_path, name='source.db', **limits)
+    try:
+        engine.save_perceptions([PerceptionInput('the gripper camera saw the red cup',
+                                                 data=deepest, metadata=deepest)])
+        engine.export_jsonl(str(tmp_path / 'x.jsonl'))
+    finally:
+        engine.close()
+    engine = make_engine(tmp_path, **limits)
+    try:
+        assert engine.import_jsonl(str(tmp_path / 'x.jsonl'))['imported'] == 1
+    finally:
+        engine.close()

@@ -12,21 +12,30 @@ fact whose normalized text is already active in the collection, or any memory id
 type, session and creation time to a stored one, is skipped and reported. Only that exact layer
 applies: near-duplicate folding stays end_session's job, so a round trip into an empty store is
 exact.
+
+Every line is parsed and checked before anything is written, so a bad line (named by file:line
+and field) never leaves half an import: numbers must be finite (``NaN``, ``Infinity`` and an
+overflowing ``1e999`` are refused), every stored string must be storable as UTF-8 (no lone
+surrogates), and every JSON object stored (a memory's or session's context, a session's summary)
+passes the checks Learn applies, within the importing engine's size and depth limits (a
+memory's context with the room a perception's data and metadata take side by side).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import pathlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, NamedTuple
 
 from robotmem_ros.engine import schema, store, transfer_store
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import snapshot
 from robotmem_ros.engine.transfer_store import COUNTERS, TIMES
-from robotmem_ros.engine.validation import (check_count, check_finite, check_range, check_text,
-                                            check_timestamp)
+from robotmem_ros.engine.validation import (check_count, check_encodable, check_finite,
+                                            check_range, check_text, check_timestamp, json_object,
+                                            MAX_CATEGORY_CHARS)
 from robotmem_ros.errors import StorageError, ValidationError
 
 
@@ -113,7 +122,8 @@ def import_jsonl(ctx: EngineContext, path: str | os.PathLike, *, collection: str
     Returns counts and the skipped duplicates as ``{'line', 'existing_id'}``.
     """
     source = pathlib.Path(path)
-    sessions, memories = _read(source, collection)
+    sessions, memories = _read(source, collection, _Limits(ctx.config.max_json_bytes,
+                                                           ctx.config.max_json_depth))
     report: dict[str, Any] = {'sessions': 0, 'imported': 0, 'skipped': []}
     id_map: dict[int, int] = {}
     superseded: list[tuple[int, int]] = []
@@ -169,9 +179,34 @@ def _insert(conn: Any, item: dict[str, Any], now: float) -> int:
 
 # --- validation ------------------------------------------------------------------------------
 
-def _read(path: pathlib.Path, collection: str
+class _Limits(NamedTuple):
+    """The importing engine's JSON limits (``max_json_bytes``, ``max_json_depth``)."""
+
+    max_bytes: int
+    max_depth: int
+
+    def context(self, obj: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+        """Return a memory's context as Learn or SavePerceptions could have stored it."""
+        # A perception keeps its data and metadata (each within the limits) one level down,
+        # side by side, so its stored context may be twice as large and one level deeper.
+        return _object(obj, name, where, max_bytes=2 * self.max_bytes + 1024,
+                       max_depth=self.max_depth + 1)
+
+    def plain(self, obj: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+        """Return a session's context or summary as start_session or end_session stored it."""
+        return _object(obj, name, where, max_bytes=self.max_bytes, max_depth=self.max_depth)
+
+
+def _read(path: pathlib.Path, collection: str, limits: _Limits
           ) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]]:
-    """Parse and check the whole file first, so a bad line never leaves half an import."""
+    """
+    Parse and check the whole file first, so a bad line never leaves half an import.
+
+    Every value that will be stored is checked here as the write would need it (type, range,
+    finite numbers, UTF-8-storable text, JSON objects within ``limits``), so no stored value
+    can make a later write fail, and a bad line is refused, by file:line and field, before the
+    first session or batch is committed.
+    """
     if collection:
         collection = check_text('collection', collection, max_chars=128)
     sessions: list[dict[str, Any]] = []
@@ -189,9 +224,9 @@ def _read(path: pathlib.Path, collection: str
             kind = obj.get('record')
             where = f'{path}:{number}'
             if kind == 'session':
-                sessions.append(_session(obj, where, collection))
+                sessions.append(_session(obj, where, collection, limits))
             elif kind == 'memory':
-                memories.append((number, _memory(obj, where, collection)))
+                memories.append((number, _memory(obj, where, collection, limits)))
             else:
                 raise ValidationError(f'{where}: unknown record {kind!r}')
     except OSError as exc:
@@ -199,44 +234,92 @@ def _read(path: pathlib.Path, collection: str
     return sessions, memories
 
 
+class _NotFinite(ValueError):
+    """A ``NaN``, ``Infinity`` or ``-Infinity`` literal, which JSON does not have."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotFinite(name)
+
+
 def _lines(path: pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with open(path, encoding='utf-8', errors='strict') as src:
-        for number, line in enumerate(src, 1):
-            if not line.strip():
-                continue
+    with open(path, 'rb') as src:  # decoded line by line, so a bad byte names its own line
+        for number, raw in enumerate(src, 1):
+            where = f'{path}:{number}'
             try:
-                obj = json.loads(line)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ValidationError(f'{path}:{number}: not valid JSON ({exc})') from None
-            if not isinstance(obj, dict):
-                raise ValidationError(f'{path}:{number}: expected a JSON object')
-            yield number, obj
+                line = raw.decode('utf-8')
+            except UnicodeDecodeError as exc:
+                raise ValidationError(f'{where}: not valid UTF-8 ({exc})') from None
+            if line.strip():
+                yield number, _parse(line, where)
 
 
-def _session(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
+def _parse(line: str, where: str) -> dict[str, Any]:
+    """Parse one line as strict JSON: no NaN/Infinity literals, no runaway nesting."""
+    try:
+        obj = json.loads(line, parse_constant=_refuse_constant)
+    except _NotFinite as exc:
+        raise ValidationError(f'{where}: {_non_finite_path(line)} is {exc}, which JSON cannot '
+                              f'carry (numbers must be finite)') from None
+    except RecursionError:
+        raise ValidationError(f'{where}: not valid JSON (nested too deeply)') from None
+    except ValueError as exc:
+        raise ValidationError(f'{where}: not valid JSON ({exc})') from None
+    if not isinstance(obj, dict):
+        raise ValidationError(f'{where}: expected a JSON object')
+    return obj
+
+
+def _non_finite_path(line: str) -> str:
+    """Name the first non-finite number of a line as ``field['key'][index]``."""
+    try:
+        pending: list[tuple[Any, str]] = [(json.loads(line), '')]
+    except (ValueError, RecursionError):  # invalid past the constant too: no name to give
+        return 'a number'
+    while pending:
+        item, name = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return name or 'a number'
+        if isinstance(item, dict):
+            children = [(v, f'{name}[{k!r}]' if name else k) for k, v in item.items()]
+        elif isinstance(item, list):
+            children = [(v, f'{name}[{i}]') for i, v in enumerate(item)]
+        else:
+            continue
+        pending.extend(reversed(children))  # depth first, in the line's order
+    return 'a number'
+
+
+def _session(obj: dict[str, Any], where: str, collection: str, limits: _Limits
+             ) -> dict[str, Any]:
     item = {'id': _text(obj, 'id', where), 'collection': collection or _text(obj, 'collection',
                                                                              where),
             'started_at': _time(obj, 'started_at', where),
             'ended_at': _time(obj, 'ended_at', where, optional=True),
             'outcome_score': _number(obj, 'outcome_score', where, optional=True),
-            'context': _object(obj, 'context', where), 'summary': obj.get('summary')}
+            'context': limits.plain(obj, 'context', where),
+            # What end_session wrote: a JSON object (counts, duration, outcome), or None.
+            'summary': limits.plain(obj, 'summary', where) if obj.get('summary') is not None
+            else None}
     return item
 
 
-def _memory(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
+def _memory(obj: dict[str, Any], where: str, collection: str, limits: _Limits
+            ) -> dict[str, Any]:
     item = {'id': _int(obj, 'id', where),
             'type': _choice(obj, 'type', ('fact', 'perception'), where),
             'content': _text(obj, 'content', where),
             'collection': collection or _text(obj, 'collection', where),
             'session_id': obj.get('session_id') or None,
-            'category': _text(obj, 'category', where, required=False),
+            'category': _text(obj, 'category', where, required=False,
+                              max_chars=MAX_CATEGORY_CHARS),
             'perception_type': _text(obj, 'perception_type', where, required=False),
             'kind': _choice(obj, 'kind', ('episodic', 'semantic'), where),
             'confidence': _confidence(obj, where),
             'status': _choice(obj, 'status', schema.STATUSES, where),
             'superseded_by': obj.get('superseded_by'),
             'created_at': _time(obj, 'created_at', where),
-            'context': _object(obj, 'context', where)}
+            'context': limits.context(obj, 'context', where)}
     if item['session_id'] is not None:
         item['session_id'] = _text(obj, 'session_id', where)
     if item['superseded_by'] is not None:
@@ -245,18 +328,35 @@ def _memory(obj: dict[str, Any], where: str, collection: str) -> dict[str, Any]:
         item[name] = _time(obj, name, where, optional=True)
     for name in COUNTERS:
         item[name] = _int(obj, name, where, minimum=0)
-    tags = obj.get('tags', [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
-        raise ValidationError(f'{where}: tags must be a list of non-empty strings')
-    item['tags'] = tags
+    item['tags'] = _tags(obj, where, limits.max_bytes)
     return item
 
 
-def _text(obj: dict[str, Any], name: str, where: str, required: bool = True) -> str:
+def _tags(obj: dict[str, Any], where: str, max_chars: int) -> list[str]:
+    """
+    Return the tags: non-empty strings that SQLite can store.
+
+    Learn derives tags from the context (a task name, a parameter name), so one is bounded by
+    the context limit, and may hold what a context string may (a NUL); only a lone surrogate,
+    which no UTF-8 column can hold, is refused besides.
+    """
+    tags = obj.get('tags', [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        raise ValidationError(f'{where}: tags must be a list of non-empty strings')
+    for index, tag in enumerate(tags):
+        if len(tag) > max_chars:
+            raise ValidationError(f'{where}: tags[{index}] is too long: {len(tag)} characters '
+                                  f'(max {max_chars})')
+        check_encodable(f'{where}: tags[{index}]', tag)
+    return tags
+
+
+def _text(obj: dict[str, Any], name: str, where: str, required: bool = True,
+          max_chars: int = 100_000) -> str:
     value = obj.get(name, None if required else '')
     if not isinstance(value, str) or (required and not value.strip()):
         raise ValidationError(f'{where}: {name} must be a non-empty string')
-    check_text(f'{where}: {name}', value, max_chars=100_000, required=required)
+    check_text(f'{where}: {name}', value, max_chars=max_chars, required=required)
     return value
 
 
@@ -290,8 +390,10 @@ def _choice(obj: dict[str, Any], name: str, allowed: tuple[str, ...], where: str
     return value
 
 
-def _object(obj: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+def _object(obj: dict[str, Any], name: str, where: str, *, max_bytes: int, max_depth: int
+            ) -> dict[str, Any]:
+    """Return a JSON object field (absent → {}) checked as Learn checks a context."""
     value = obj.get(name, {})
     if not isinstance(value, dict):
         raise ValidationError(f'{where}: {name} must be a JSON object')
-    return value
+    return json_object(f'{where}: {name}', value, max_bytes=max_bytes, max_depth=max_depth)
