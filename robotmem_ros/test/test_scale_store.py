@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from engine_helpers import bulk_vectors, make_engine, with_context
@@ -706,4 +707,89 @@ def test_a_writer_finds_the_vectors_its_own_transaction_stored(tmp_path):
     # Outside the transaction the committed rows come from the index as before.
     assert {i for i, _ in store.vec_search(engine.db.reader(), vectors[1], 'default', 5)
             } == {seen, 1}
+    engine.close()
+
+
+def test_a_search_in_flight_keeps_its_positions_across_a_reset(tmp_path, monkeypatch):
+    """
+    A search reads the positions its mask was taken on, even if a reset reloads the index.
+
+    A reset (reindex) and a reload by another thread between a search's mask and its
+    rescoring used to refill the arrays in place: the search rescored the row of another
+    collection now held at a position of its own.
+    """
+    from robotmem_ros.engine import vector_index
+    vectors = _unit(np.random.default_rng(29), 2)
+    engine = make_engine(tmp_path)
+    index = engine.db.vectors
+    (gone,) = bulk_vectors(engine, vectors[:1], 'mine')  # position 0
+    (other,) = bulk_vectors(engine, vectors[1:], 'other')  # position 1
+    index.refresh()
+    with engine.db.write() as conn:  # position 0 is now a stale entry of 'mine'
+        store.delete_vector(conn, gone)
+    reloading = threading.Thread(target=lambda: (index.reset(), index.refresh()), daemon=True)
+    real = vector_index._hamming
+
+    def hamming(codes, query, rows):  # the search has its mask and arrays, no lock held
+        if reloading.ident is None:
+            reloading.start()
+            reloading.join(30)
+        return real(codes, query, rows)
+
+    monkeypatch.setattr(vector_index, '_hamming', hamming)
+    assert store.vec_search(engine.db.reader(), vectors[1], 'mine', 5) == []
+    assert reloading.ident is not None and not reloading.is_alive()
+    assert index.stats()['entries'] == 1  # the reload holds 'other' alone, at position 0
+    assert [i for i, _ in store.vec_search(engine.db.reader(), vectors[1], 'other', 5)
+            ] == [other]
+    engine.close()
+
+
+def test_a_reset_waits_for_a_refresh_between_reading_rows_and_holding_them(
+        tmp_path, monkeypatch):
+    """
+    A reset (reindex) landing while a refresh holds rows it read waits for the refresh.
+
+    It used to drop the held rows there: the rows read were then held from position 0, with
+    their seq as the last one loaded, and every older row was left out of the index for good.
+    """
+    vectors = _unit(np.random.default_rng(31), 11)
+    engine = make_engine(tmp_path)
+    index = engine.db.vectors
+    bulk_vectors(engine, vectors[:10])
+    index.refresh()
+    bulk_vectors(engine, vectors[10:])  # one row past those held
+    asked = threading.Event()  # set when the reset asks for the refresh lock, or is done
+    resetting = threading.Thread(target=lambda: (index.reset(), asked.set()), daemon=True)
+
+    class Announced:
+        """The index's refresh lock, telling when the resetting thread asks for it."""
+
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            if threading.current_thread() is resetting:
+                asked.set()
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+
+    monkeypatch.setattr(index, '_refresh_lock', Announced(index._refresh_lock))
+    real = vector_store.codes_since
+
+    def codes_since(conn, after, limit, floats=False):
+        rows = real(conn, after, limit, floats)
+        if rows and resetting.ident is None:  # read, not yet held: the reset lands now
+            resetting.start()
+            assert asked.wait(30)
+        return rows
+
+    monkeypatch.setattr(vector_store, 'codes_since', codes_since)
+    index.refresh()
+    resetting.join(30)
+    assert resetting.ident is not None and not resetting.is_alive()
+    hits = store.vec_search(engine.db.reader(), vectors[0], 'default', 11)
+    assert len(hits) == 11 and index.stats()['entries'] == 11
     engine.close()

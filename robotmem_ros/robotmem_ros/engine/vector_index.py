@@ -161,20 +161,32 @@ class VectorIndex:
     # --- keeping up with the database ----------------------------------------------------
 
     def reset(self) -> None:
-        """Forget everything (after a reindex); the next search reloads from the database."""
-        with self._lock:
-            self._size = 0
-            self._last_seq = 0
-            self._skipped = 0
-            self._ann = None
-            self._generation += 1
-            self._int8_on = None
-            self._q8 = np.zeros((0, 0), dtype=np.int8)
-            self._q8_scale = np.zeros(0, dtype=np.float32)
-            self._saved_size = 0
-            self._changes += 1
-        if self._snapshot is not None:  # its rows are the ones just dropped
-            self._snapshot.unlink(missing_ok=True)
+        """
+        Forget everything (after a reindex); the next search reloads from the database.
+
+        Under the refresh lock, then the lock (refresh's order): no load, stage install or
+        snapshot save spans it. The position arrays are replaced by empty ones, not refilled in
+        place: a search in flight reads the arrays it bound with its mask, whose positions
+        stay as they were, and the next load allocates new arrays.
+        """
+        with self._refresh_lock:
+            if self._saver is not None:
+                self._saver.join()  # a save in flight would write the dropped rows again
+            with self._lock:
+                for name in ('_codes', '_ids', '_seqs', '_coll', '_sess', '_fact', '_alive',
+                             '_ctx', '_q8', '_q8_scale'):
+                    old = getattr(self, name)
+                    setattr(self, name, np.zeros((0, *old.shape[1:]), dtype=old.dtype))
+                self._size = self._words = self._dim = 0
+                self._last_seq = 0
+                self._skipped = 0
+                self._ann = None
+                self._generation += 1
+                self._int8_on = None
+                self._saved_size = 0
+                self._changes += 1
+            if self._snapshot is not None:  # its rows are the ones just dropped
+                self._snapshot.unlink(missing_ok=True)
 
     def close(self) -> None:
         """
@@ -362,6 +374,8 @@ class VectorIndex:
         try:
             conn = self._opener()
             with self._lock:
+                if generation != self._generation:
+                    return  # reset since the build was started: these positions are gone
                 seqs = self._seqs[:self._size].copy()
             stage = ann_stage.build(
                 len(seqs), self._ann_nprobe,
@@ -373,8 +387,8 @@ class VectorIndex:
                 self._extend(stage, conn)
                 self._ann = stage
         except Exception as exc:  # noqa: BLE001 - the scan keeps answering; say why once
-            if self._stopping:
-                return  # the store closed under the build: nothing to report
+            if self._stopping or generation != self._generation:
+                return  # the store closed or was reset under the build: nothing to report
             error = f'{type(exc).__name__}: {exc}'
             LOG.warning('vector index: the approximate stage could not be built (%s); the '
                         'sign-bit scan keeps answering', error)
