@@ -359,6 +359,39 @@ def test_reindex_switches_model_and_resumes_after_an_interruption(tmp_path):
     assert not open_engine(db, backend='onnx', model=USE).embedding.reindex_needed
 
 
+def test_a_reindex_by_another_process_is_followed_by_a_running_engine(tmp_path):
+    # A node kept writing vectors of its model into a store that `robotmem reindex` had moved
+    # to another: after a restart those memories were left out of every vector search, and no
+    # reindex was asked for. It now stops writing them once another process changed the model.
+    db = tmp_path / 'm.db'
+    running = open_engine(db, backend='onnx')
+    running.learn('shelf 1 holds the torque wrench')
+    other = open_engine(db, backend='onnx', model=USE)  # a second process, as the CLI is
+    other.reindex()
+    learned = running.learn('shelf 2 holds the drill bits')
+    assert running.embedding.reindex_needed
+    assert running.recall('drill bits').mode == 'bm25_only'
+    assert running.embed_pending() == 0
+    conn = raw(db)
+    assert conn.execute('SELECT embedded FROM memories WHERE id = ?',
+                        (learned.memory_id,)).fetchone()[0] == 0
+    conn.close()
+    assert other.embed_pending() == 1  # the store's model embeds what was learned meanwhile
+    back = open_engine(db, backend='onnx')  # and moved back to the running engine's model
+    back.reindex()
+    running.learn('shelf 3 holds the cable ties')
+    assert not running.embedding.reindex_needed
+    assert running.recall('cable ties').mode == 'hybrid'
+    for engine in (back, other, running):
+        engine.close()
+    engine = open_engine(db, backend='onnx')
+    assert engine.embed_pending() == 1  # shelf 3: learned before the engine saw the way back
+    assert engine.recall('drill bits', channels=('vector',)).memories[0].content == (
+        'shelf 2 holds the drill bits')
+    assert engine.db.vectors.stats()['entries'] == 3
+    engine.close()
+
+
 def test_reindex_needs_a_model(tmp_path):
     engine = open_engine(tmp_path / 'm.db')
     with pytest.raises(Exception, match='needs an embedding model'):

@@ -125,6 +125,10 @@ class Database:
         self._write_lock = threading.RLock()
         self._local = threading.local()
         self._changes_at_begin = -1  # the writer's total_changes when its transaction began
+        # Called at the start of a write when another connection (another process: this one
+        # writes through this connection alone) committed since the last write began.
+        self.on_outside_commit: Callable[[Any], None] | None = None
+        self._outside_version: int | None = None  # PRAGMA data_version at the last check
         self._readers: list[Any] = []
         self._readers_lock = threading.Lock()
         self._closed = False
@@ -197,6 +201,7 @@ class Database:
         self._changes_at_begin = conn.total_changes
         self.counts.discard()
         try:
+            self._follow_outside(conn)
             yield
         except BaseException as exc:
             self.counts.discard()
@@ -219,6 +224,15 @@ class Database:
             raise classify(exc, self.path) from exc
         self._count_step(conn, version)
         self.checkpointer.committed()
+
+    def _follow_outside(self, conn: Any) -> None:
+        """Call ``on_outside_commit`` when another connection committed (one PRAGMA, µs)."""
+        if self.on_outside_commit is None:
+            return
+        version = conn.execute('PRAGMA data_version').fetchone()[0]
+        if version != self._outside_version:
+            self._outside_version = version
+            self.on_outside_commit(conn)
 
     def _count_step(self, conn: Any, version: int) -> None:
         """

@@ -61,6 +61,35 @@ class EmbeddingState:
                         'recall runs BM25-only until `robotmem reindex`', stored, stored_dim,
                         self.embedder.model_id, self.embedder.dim)
 
+    def check_store(self, conn: Any) -> None:
+        """
+        Follow a model change another process made to the store (``robotmem reindex``).
+
+        Called inside a write once another connection committed. A store now recorded with
+        another model or dimension stops this engine's vector writes and searches as at start,
+        so no vector of this model lands in a store labelled with the other (it would stay out
+        of every search after a restart, with no reindex asked for); the memories it learns
+        wait unembedded for that model. A store brought to this engine's model resumes them.
+        """
+        if self.embedder is None:
+            return
+        stored = store.get_meta(conn, 'embed_model_id')
+        if stored is None:
+            return
+        needed = (stored != self.embedder.model_id
+                  or store.get_meta(conn, 'embed_dim') != str(self.embedder.dim))
+        if needed == self.reindex_needed:
+            return
+        self.reindex_needed = needed
+        if needed:
+            LOG.warning('the store is now embedded with %s (dim %s) by another process, and '
+                        'this engine runs %s (dim %d): vectors are neither written nor searched '
+                        'until it runs that model', stored, store.get_meta(conn, 'embed_dim'),
+                        self.embedder.model_id, self.embedder.dim)
+        else:
+            LOG.info('the store is embedded with %s again: vectors are written and searched',
+                     stored)
+
     def readable(self, text: str) -> bool:
         """Return True when the model reads enough of ``text`` for its vector to mean something."""
         if self.embedder is None:

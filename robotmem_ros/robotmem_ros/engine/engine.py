@@ -77,6 +77,7 @@ class MemoryEngine:
                     LOG.info('store %s: schema %d -> %d in %.1f s (%d vectors given filter ids)',
                              self.db.path, old, SCHEMA_VERSION, time.monotonic() - began, filled)
                 self.embedding.bind(conn)
+            self.db.on_outside_commit = self.embedding.check_store
         except RobotMemError:
             self.db.close()
             raise
@@ -213,6 +214,8 @@ class MemoryEngine:
             return 0
         by_id = {mid: vectors[i] for i, (mid, _) in enumerate(readable)}
         with self.db.write() as conn:
+            if not self.embedding.usable:  # the store changed models meanwhile: not ours to fill
+                return 0
             for mid, _ in rows:
                 store.put_vector(conn, mid, by_id.get(mid))
         return len(rows)
@@ -349,7 +352,8 @@ class MemoryEngine:
         content = check_searchable('new_content', check_text(
             'new_content', new_content, max_chars=self._config.max_insight_chars))
         ctx_update = self._json('context', context)
-        vector = self.embedding.embed_fact(content) if self.embedding.usable else None
+        embedded = self.embedding.usable  # see Learner._vector_kept
+        vector = self.embedding.embed_fact(content) if embedded else None
         now = self.clock()
         try:
             with self.db.write() as conn:
@@ -358,7 +362,7 @@ class MemoryEngine:
                 # that an import or a fleet pull of this memory holds it to.
                 ctx = self._json('context', {**json.loads(row['context_json']), **ctx_update})
                 store.replace_content(conn, memory_id, content, ctx)
-                if self.embedding.usable:
+                if embedded and self.embedding.usable:
                     store.put_vector(conn, memory_id, vector)
                 store.add_history(conn, memory_id, 'update', created_at=now,
                                   old_content=row['content'], new_content=content)

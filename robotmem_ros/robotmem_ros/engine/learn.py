@@ -39,6 +39,10 @@ class _Fact:
     session_id: str
     labels: Inferred
     vector: np.ndarray | None
+    # Whether the model was asked for ``vector`` (None then: text it cannot read). A vector
+    # written when the store's model changed between the embedding and the write would be of
+    # the other model, and a None written then would mark a readable text as unreadable.
+    embedded: bool
 
 
 class Learner:
@@ -56,11 +60,12 @@ class Learner:
               ) -> LearnResult:
         """Store a fact the facade validated (text, context, collection, session)."""
         ctx = self.ctx
+        embedded = ctx.embedding.usable
         fact = _Fact(content, {k: v for k, v in context.items()
                                if k not in RESERVED_CONTEXT_KEYS},
                      collection, session_id,
                      infer(content, context, has_session=bool(session_id)),
-                     ctx.embedding.embed_fact(content) if ctx.embedding.usable else None)
+                     ctx.embedding.embed_fact(content) if embedded else None, embedded)
         try:
             return self._learn(fact)
         except ConflictError:
@@ -78,7 +83,7 @@ class Learner:
         now = ctx.clock()
         with ctx.db.write() as conn:
             verdict = dedup.check(conn, fact.content, collection=fact.collection,
-                                  session_id=fact.session_id, vector=fact.vector,
+                                  session_id=fact.session_id, vector=self._vector(fact),
                                   config=ctx.config, now=now, beside=self._beside(conn))
             records = self._records(conn, verdict)
             similar = _shown(records, verdict.similar)
@@ -199,9 +204,24 @@ class Learner:
             session_id=fact.session_id, category=labels.category, perception_type='',
             kind=labels.kind, confidence=labels.confidence, context=fact.context,
             created_at=now, tags=labels.tags)
-        if self.ctx.embedding.usable:
+        if self._vector_kept(fact.embedded):
             store.put_vector(conn, memory_id, fact.vector)
         return memory_id
+
+    def _vector_kept(self, embedded: bool) -> bool:
+        """
+        Tell whether a vector made before this write may be written (or used) in it.
+
+        The store may have changed models since (another process's reindex, followed at the
+        write's start by EmbeddingState.check_store): only a vector made while the engine's
+        model was the store's, and still is, belongs there. A memory left without one waits
+        unembedded for the store's model (``embed_pending``).
+        """
+        return embedded and self.ctx.embedding.usable
+
+    def _vector(self, fact: _Fact) -> np.ndarray | None:
+        """Return the new fact's vector for dedup, None when it is not the store's model's."""
+        return fact.vector if self._vector_kept(fact.embedded) else None
 
     def _merge(self, conn: Any, action: Any, outcome: Outcome, vectors: dict[int, Any],
                now: float) -> bool:
@@ -214,8 +234,8 @@ class Learner:
                                       json.loads(row['context_json']))
         except ConflictError:  # merged text equals another active fact: keep both as they are
             return False
-        if self.ctx.embedding.usable:
-            store.put_vector(conn, action.target_id, vectors.get(action.target_id))
+        if self._vector_kept(action.target_id in vectors):
+            store.put_vector(conn, action.target_id, vectors[action.target_id])
         store.add_history(conn, action.target_id, 'merge', created_at=now,
                           old_content=row['content'], new_content=action.merged_text,
                           reason=action.reason or outcome.reason, actor=outcome.decider,
