@@ -11,6 +11,7 @@ from engine_helpers import bulk_vectors, make_engine, with_context
 import numpy as np
 import pytest
 from robotmem_ros.engine import index_snapshot, store, vector_index
+from robotmem_ros.types import PerceptionInput
 
 SAVED = 100  # SNAPSHOT_EVERY in these tests
 # Sets of up to RESCORE_MIN (256) vectors are rescored whole: searches below are exact.
@@ -217,4 +218,40 @@ def test_a_snapshot_whose_newest_rows_all_left_the_store_is_not_used(tmp_path, c
     engine.db.vectors.refresh()
     assert engine.db.vectors.stats()['snapshot_restored'] == 0
     assert 'none of its newest rows' in caplog.text
+    engine.close()
+
+
+def test_a_snapshot_of_a_store_made_again_at_its_path_is_not_used(tmp_path, caplog):
+    """
+    The store deleted, its snapshot left, the same rows written again in another session.
+
+    Same ids, seqs and vectors (a bag replayed into a fresh store): every other check passes,
+    and the restored index filed every row under the first store's session.
+    """
+    vectors = _unit(np.random.default_rng(17), 200)
+
+    def fill(session: str) -> tuple[object, list[int]]:
+        engine = _open(tmp_path)
+        ids = engine.save_perceptions([PerceptionInput(f'reading {i}', session_id=session)
+                                       for i in range(len(vectors))])
+        with engine.db.write() as conn:
+            for memory_id, vector in zip(ids, vectors):
+                store.put_vector(conn, memory_id, vector)
+        return engine, ids
+
+    engine, first = fill('run-1')
+    assert _saved(engine) == 200
+    engine.close()
+    for path in tmp_path.glob('memory.db*'):
+        if path != index_snapshot.path_for(tmp_path / 'memory.db'):
+            path.unlink()
+    engine, second = fill('run-2')
+    assert second == first
+    engine.close()
+    engine = _open(tmp_path)
+    with caplog.at_level(logging.INFO, logger='robotmem.engine'):
+        assert _top(engine, vectors[5], k=3, session_id='run-2')[0] == first[5]
+    assert _top(engine, vectors[5], k=3, session_id='run-1') == []
+    assert engine.db.vectors.stats()['snapshot_restored'] == 0
+    assert 'taken of another store' in caplog.text
     engine.close()

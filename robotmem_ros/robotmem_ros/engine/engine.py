@@ -17,7 +17,7 @@ import uuid
 
 from robotmem_ros.config import MemoryConfig
 from robotmem_ros.engine import (consolidation, doctor, heap, maintenance, reindex, store,
-                                 transfer)
+                                 transfer, vector_store)
 from robotmem_ros.engine.access_counts import AccessCounts
 from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.context_filter import parse_filter
@@ -77,6 +77,7 @@ class MemoryEngine:
                     LOG.info('store %s: schema %d -> %d in %.1f s (%d vectors given filter ids)',
                              self.db.path, old, SCHEMA_VERSION, time.monotonic() - began, filled)
                 self.embedding.bind(conn)
+                vector_store.ensure_store_id(conn)
             self.db.on_outside_commit = self.embedding.check_store
         except RobotMemError:
             self.db.close()

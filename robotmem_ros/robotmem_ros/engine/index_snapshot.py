@@ -10,11 +10,12 @@ The SQLite file stays the one truth; the snapshot is a cache of a past state of 
 
 - A row deleted or replaced since is an entry the index already handles (a search finds its
   ``(memory_id, seq)`` gone and drops it), and a row added since has a higher seq.
-- It is used only when it can be a past state of *this* store: the store's seq high-water mark
-  reaches the snapshot's last seq (a store restored from an older copy, or a new store at the
-  same path, does not), no more rows up to that seq exist than the snapshot held, most still
-  exist (after a reindex, rebuilding beats carrying dead entries), and sampled rows, the newest
-  among them, hold the same memory and code (a model changed without a reindex leaves the old
+- It is used only when it can be a past state of *this* store: it names the store's id (a
+  store made again at the same path has another, even with the same rows), the store's seq
+  high-water mark reaches the snapshot's last seq (a store restored from an older copy does
+  not), no more rows up to that seq exist than the snapshot held, most still exist (after a
+  reindex, rebuilding beats carrying dead entries), and sampled rows, the newest among them,
+  hold the same memory and code (a model changed without a reindex leaves the old
   rows as they were), at least one of the newest still stored. Anything else — another format
   or schema, a cut or unreadable file — is logged and the index is built from the rows.
 - It is written to a temporary file, synced and renamed, so a crash leaves the old one whole.
@@ -35,7 +36,7 @@ from robotmem_ros.engine.schema import CONTEXT_PATHS, SCHEMA_VERSION
 
 LOG = logging.getLogger('robotmem.engine')
 
-FORMAT = 1
+FORMAT = 2  # 2: the store's id
 SUFFIX = '-vindex'
 # The arrays saved, with their dtypes; each has one entry (row) per index position.
 ARRAYS = {'codes': np.uint64, 'ids': np.int64, 'seqs': np.int64, 'coll': np.int32,
@@ -52,11 +53,12 @@ class Snapshot:
     """Arrays and bookkeeping of a saved index (positions ``0 .. size - 1``)."""
 
     def __init__(self, arrays: dict[str, np.ndarray], last_seq: int, skipped: int,
-                 names: dict[str, dict[str, int]]) -> None:
+                 names: dict[str, dict[str, int]], store_id: str) -> None:
         self.arrays = arrays
         self.last_seq = last_seq
         self.skipped = skipped
         self.names = names
+        self.store_id = store_id
 
     @property
     def size(self) -> int:
@@ -72,7 +74,8 @@ def path_for(store_path: pathlib.Path) -> pathlib.Path:
 def save(path: pathlib.Path, snapshot: Snapshot) -> None:
     """Write ``snapshot`` atomically (temporary file, fsync, rename); raises OSError."""
     meta = {'format': FORMAT, 'schema': SCHEMA_VERSION, 'paths': list(CONTEXT_PATHS),
-            'last_seq': snapshot.last_seq, 'skipped': snapshot.skipped, 'names': snapshot.names}
+            'last_seq': snapshot.last_seq, 'skipped': snapshot.skipped, 'names': snapshot.names,
+            'store_id': snapshot.store_id}
     _remove_orphans(path)
     tmp = path.with_name(f'{path.name}.{os.getpid()}.tmp')  # one per process: two may save
     try:
@@ -139,11 +142,14 @@ def _read(path: pathlib.Path) -> Snapshot:
         raise ValueError('arrays of the wrong shape')
     names = {kind: {str(k): int(v) for k, v in meta['names'][kind].items()}
              for kind in ('collection', 'session')}
-    return Snapshot(arrays, int(meta['last_seq']), int(meta['skipped']), names)
+    return Snapshot(arrays, int(meta['last_seq']), int(meta['skipped']), names,
+                    str(meta['store_id']))
 
 
 def _mismatch(snapshot: Snapshot, conn: Any) -> str:
     """Why ``snapshot`` cannot be a past state of this store's index; '' when it can."""
+    if vector_store.store_id(conn) != snapshot.store_id:
+        return 'taken of another store (a store made again at this path?)'
     if vector_store.seq_high_water(conn) < snapshot.last_seq:
         return 'the store never reached its last row (another or a restored store)'
     stored = vector_store.count_through(conn, snapshot.last_seq)

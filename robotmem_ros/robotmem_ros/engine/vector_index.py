@@ -152,6 +152,7 @@ class VectorIndex:
         self._saved_size = 0  # positions the newest snapshot holds (read or written)
         self._restored = 0  # positions read from a snapshot at start
         self._saver: threading.Thread | None = None
+        self._store_id: str | None = None  # the store's id, which a snapshot names
         # Bumped whenever positions already held change (a restore, a reset): kept masks older
         # than that are computed again.
         self._changes = 0
@@ -207,6 +208,8 @@ class VectorIndex:
 
     def _load_since(self) -> int:
         conn = self._reader()
+        if self._store_id is None:
+            self._store_id = vector_store.store_id(conn)
         if self._int8_on is None:  # a store already over the bound never reads its floats
             self._int8_on = 0 < self._int8_max >= vector_store.seq_span(conn)
         if self._size == 0 and self._last_seq == 0 and not self._int8_on:
@@ -244,7 +247,7 @@ class VectorIndex:
 
     def _keep_snapshot(self) -> None:
         """Save the arrays in a background thread once SNAPSHOT_EVERY vectors are unsaved."""
-        if (self._snapshot is None or self._int8_on or self._stopping
+        if (self._snapshot is None or self._int8_on or self._stopping or self._store_id is None
                 or self._size - self._saved_size < SNAPSHOT_EVERY
                 or (self._saver is not None and self._saver.is_alive())):
             return
@@ -253,7 +256,7 @@ class VectorIndex:
             snapshot = index_snapshot.Snapshot(
                 {name: getattr(self, f'_{name}')[:size] for name in index_snapshot.ARRAYS},
                 self._last_seq, self._skipped,
-                {kind: dict(names) for kind, names in self._names.items()})
+                {kind: dict(names) for kind, names in self._names.items()}, self._store_id)
         self._saved_size = size  # a failed save is tried again SNAPSHOT_EVERY vectors later
         # Positions below ``size`` never change, so the thread reads them without the lock.
         self._saver = threading.Thread(target=_save, args=(self._snapshot, snapshot),

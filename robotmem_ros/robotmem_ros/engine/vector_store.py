@@ -10,6 +10,7 @@ row-level and live in store.py.
 from __future__ import annotations
 
 from typing import Any, Sequence
+import uuid
 
 _HEADER = 40  # printf('%016x%016x%08x'): a packed record's id, seq and vector bytes
 
@@ -108,6 +109,25 @@ def seq_high_water(conn: Any) -> int:
     mark = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_vectors'"
                         ).fetchone()
     return mark[0] if mark else 0
+
+
+def store_id(conn: Any) -> str | None:
+    """Return the id the store took at its first open (meta ``store_id``); None before it."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    return row[0] if row else None
+
+
+def ensure_store_id(conn: Any) -> None:
+    """
+    Give a store its id once, in the opening write (``conn`` is the writer).
+
+    A snapshot of the index names the store it was taken of: a store deleted and made again at
+    the same path, its rows written anew with the same ids and vectors (a bag replayed into a
+    fresh store), passes every other check, and the snapshot's sessions and collections would
+    be the old store's.
+    """
+    conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES ('store_id', ?)",
+                 (uuid.uuid4().hex,))
 
 
 def count_through(conn: Any, seq: int) -> int:
