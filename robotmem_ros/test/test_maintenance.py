@@ -365,7 +365,7 @@ def test_a_reindex_by_another_process_is_followed_by_a_running_engine(tmp_path):
     # reindex was asked for. It now stops writing them once another process changed the model.
     db = tmp_path / 'm.db'
     running = open_engine(db, backend='onnx')
-    running.learn('shelf 1 holds the torque wrench')
+    running.learn('shelf 1 holds the torque wrench', {'robot': 'arm-1'})
     other = open_engine(db, backend='onnx', model=USE)  # a second process, as the CLI is
     other.reindex()
     learned = running.learn('shelf 2 holds the drill bits')
@@ -377,18 +377,25 @@ def test_a_reindex_by_another_process_is_followed_by_a_running_engine(tmp_path):
                         (learned.memory_id,)).fetchone()[0] == 0
     conn.close()
     assert other.embed_pending() == 1  # the store's model embeds what was learned meanwhile
+    # A filtered recall loads the vector index, now with the other model's (wider) rows: the
+    # way back must start it again, or every later search read past the query's code.
+    filtered = running.recall('torque wrench', context_filter={'robot': 'arm-1'})
+    assert [m.content for m in filtered.memories] == ['shelf 1 holds the torque wrench']
     back = open_engine(db, backend='onnx')  # and moved back to the running engine's model
     back.reindex()
     running.learn('shelf 3 holds the cable ties')
     assert not running.embedding.reindex_needed
+    running.learn('shelf 4 holds the zip bags')
     assert running.recall('cable ties').mode == 'hybrid'
+    assert running.recall('torque wrench', channels=('vector',)).memories[0].content == (
+        'shelf 1 holds the torque wrench')
     for engine in (back, other, running):
         engine.close()
     engine = open_engine(db, backend='onnx')
     assert engine.embed_pending() == 1  # shelf 3: learned before the engine saw the way back
     assert engine.recall('drill bits', channels=('vector',)).memories[0].content == (
         'shelf 2 holds the drill bits')
-    assert engine.db.vectors.stats()['entries'] == 3
+    assert engine.db.vectors.stats()['entries'] == 4
     engine.close()
 
 

@@ -7,9 +7,10 @@ is killed with SIGKILL once its first batch is committed, and, in process, the p
 raises KeyboardInterrupt (Ctrl-C) right after the first batch.
 
 An import checks the whole file before it writes: a line with a value the store must not hold (a
-number JSON cannot carry, a lone surrogate SQLite cannot bind, runaway nesting, a category
-longer than Learn takes) is refused by file:line, and nothing from that file is stored, even
-when the bad line is the last one of a file longer than one batch.
+number JSON cannot carry, a lone surrogate SQLite cannot bind, runaway nesting) is refused by
+file:line, and nothing from that file is stored, even when the bad line is the last one of a
+file longer than one batch. What an earlier version's Learn stored and this one refuses (a long
+or invisible category, an invisible session id) imports: a store's export always moves.
 """
 
 from __future__ import annotations
@@ -232,16 +233,25 @@ def test_import_refuses_a_context_nested_too_deeply(tmp_path):
         assert_refused(tmp_path, bad, re.escape(f'{bad}:3: ') + f'.*{error}')
 
 
-def test_import_refuses_a_category_longer_than_learn_takes(tmp_path):
+@pytest.mark.parametrize('field, value', [
+    ('category', 'c' * (MAX_CATEGORY_CHARS + 44)), ('category', '\u200b'),
+    ('session_id', '\u200b')], ids=['long-category', 'invisible-category', 'invisible-session'])
+def test_import_takes_back_what_an_earlier_version_stored(tmp_path, field, value):
+    # Learn refuses these now; a store written before holds them, and its export must move.
     lines = small_export(tmp_path)
-    lines[2]['category'] = 'c' * (MAX_CATEGORY_CHARS + 1)
-    bad = write_lines(tmp_path / 'bad.jsonl', lines)
-    assert_refused(tmp_path, bad, re.escape(f'{bad}:3: category is too long'))
-    lines[2]['category'] = 'c' * MAX_CATEGORY_CHARS
+    memory = next(line for line in lines if line['record'] == 'memory')
+    if field == 'session_id':
+        session = next(line for line in lines if line['record'] == 'session')
+        session['id'] = value
+    memory[field] = value
     engine = make_engine(tmp_path, name='good.db')
     try:
-        assert engine.import_jsonl(str(write_lines(tmp_path / 'good.jsonl', lines)))[
+        assert engine.import_jsonl(str(write_lines(tmp_path / 'old.jsonl', lines)))[
             'imported'] == 1
+        if field == 'session_id':
+            engine.end_session(value)
+            assert [s['ended_at'] is not None for s in engine.sessions()] == [True]
+            assert len(engine.episode(value)['memories']) == 1
     finally:
         engine.close()
 

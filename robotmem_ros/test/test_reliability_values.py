@@ -105,8 +105,11 @@ def test_a_session_id_that_renders_as_nothing_is_refused(engine, session_id):
     with pytest.raises(ValidationError, match='session_id holds only invisible characters'):
         engine.learn('the torque wrench is in drawer two', session_id=session_id)
     with pytest.raises(ValidationError, match='session_id holds only invisible characters'):
-        engine.recall('torque wrench', session_id=session_id)
+        engine.save_perception(PerceptionInput('the torque wrench is in drawer two',
+                                               session_id=session_id))
     assert count(engine) == 0
+    # One a store already holds (an earlier version took it) can still be read and ended.
+    assert engine.recall('torque wrench', session_id=session_id).memories == []
 
 
 @pytest.mark.parametrize('category, error', [
@@ -158,6 +161,18 @@ def test_a_float_equality_finds_the_memory_holding_that_float(tmp_path, value):
             found = engine.recall(query, context_filter={path: value}, n=5)
             assert [m.content for m in found.memories] == [
                 'the gripper camera bias was measured'], (path, query)
+
+
+def test_a_plain_float_equality_is_still_tested_before_the_cut(tmp_path):
+    # Tested in Python only, a filter on 0.5 applies after the channels' cut (max_fetch): a
+    # query matching more memories than that missed the one memory holding 0.5.
+    engine = make_engine(tmp_path, max_fetch=10)
+    target = engine.learn('the gripper closed at half force on the long thin aluminium bar '
+                          'during calibration run seven', {'force': 0.5}).memory_id
+    for i in range(40):
+        engine.learn(f'gripper trial {i} closed on box {i * 13}', {'force': 0.25 + i})
+    found = engine.recall('gripper', n=5, context_filter={'force': 0.5})
+    assert [m.id for m in found.memories] == [target]
 
 
 def test_an_update_cannot_grow_a_context_past_the_limit(tmp_path):

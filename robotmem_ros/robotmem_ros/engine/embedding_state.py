@@ -61,7 +61,7 @@ class EmbeddingState:
                         'recall runs BM25-only until `robotmem reindex`', stored, stored_dim,
                         self.embedder.model_id, self.embedder.dim)
 
-    def check_store(self, conn: Any) -> None:
+    def check_store(self, conn: Any) -> bool:
         """
         Follow a model change another process made to the store (``robotmem reindex``).
 
@@ -70,16 +70,17 @@ class EmbeddingState:
         so no vector of this model lands in a store labelled with the other (it would stay out
         of every search after a restart, with no reindex asked for); the memories it learns
         wait unembedded for that model. A store brought to this engine's model resumes them.
+        Return True when the engine changed its mind (its vector index must start again).
         """
         if self.embedder is None:
-            return
+            return False
         stored = store.get_meta(conn, 'embed_model_id')
         if stored is None:
-            return
+            return False
         needed = (stored != self.embedder.model_id
                   or store.get_meta(conn, 'embed_dim') != str(self.embedder.dim))
         if needed == self.reindex_needed:
-            return
+            return False
         self.reindex_needed = needed
         if needed:
             LOG.warning('the store is now embedded with %s (dim %s) by another process, and '
@@ -89,6 +90,7 @@ class EmbeddingState:
         else:
             LOG.info('the store is embedded with %s again: vectors are written and searched',
                      stored)
+        return True
 
     def readable(self, text: str) -> bool:
         """Return True when the model reads enough of ``text`` for its vector to mean something."""

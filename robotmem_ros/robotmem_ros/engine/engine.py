@@ -78,7 +78,7 @@ class MemoryEngine:
                              self.db.path, old, SCHEMA_VERSION, time.monotonic() - began, filled)
                 self.embedding.bind(conn)
                 vector_store.ensure_store_id(conn)
-            self.db.on_outside_commit = self.embedding.check_store
+            self.db.on_outside_commit = self._follow_model
         except RobotMemError:
             self.db.close()
             raise
@@ -88,6 +88,16 @@ class MemoryEngine:
         self.learner = Learner(self._ctx)
         self._counter_lock = threading.Lock()
         self.stamps_replaced = 0  # perception stamps outside the plausible window
+
+    def _follow_model(self, conn: Any) -> None:
+        """
+        Follow the store's model after another process's commit (a write's start).
+
+        A change either way drops the vector index: it may hold rows of the other model's width
+        (a search refreshed while vectors were off), and those positions answer no query.
+        """
+        if self.embedding.check_store(conn):
+            self.db.vectors.reset()
 
     @classmethod
     def open(cls, config: MemoryConfig, **kwargs: Any) -> 'MemoryEngine':
@@ -259,7 +269,7 @@ class MemoryEngine:
         query = check_text('query', query, max_chars=cfg.max_insight_chars)
         n = check_recall_n(n, cfg.default_n)
         min_confidence = check_min_confidence(min_confidence, cfg.default_min_confidence)
-        session_id = self._session_id(session_id)
+        session_id = self._session_id(session_id, stored=True)
         # Checked as a stored context is (a lone surrogate cannot be bound in SQL), then parsed.
         cfilter, options = parse_filter(self._json('context_filter', context_filter),
                                         max_bytes=cfg.max_json_bytes,
@@ -284,7 +294,7 @@ class MemoryEngine:
     def end_session(self, session_id: str, outcome_score: float | None = None
                     ) -> EndSessionResult:
         """Record the outcome; consolidate the session's facts, decay, recall related ones."""
-        session_id = check_text('session_id', session_id, max_chars=256)
+        session_id = check_text('session_id', session_id, max_chars=256, stored=True)
         if outcome_score is not None:
             outcome_score = check_finite('outcome_score', outcome_score)
         with self.db.read() as conn:
@@ -475,8 +485,10 @@ class MemoryEngine:
         return name
 
     @staticmethod
-    def _session_id(session_id: str) -> str:
-        return check_text('session_id', session_id or '', max_chars=256, required=False)
+    def _session_id(session_id: str, stored: bool = False) -> str:
+        """Check a session id: one to write to, or (``stored``) one a store may hold."""
+        return check_text('session_id', session_id or '', max_chars=256, required=False,
+                          stored=stored)
 
 
 def _db_bytes(path: Any) -> int:

@@ -104,7 +104,7 @@ def sessions(ctx: EngineContext, collection: str = '', limit: int = 100
 
 def episode(ctx: EngineContext, session_id: str) -> dict[str, Any]:
     """Return a session and its memories (superseded ones included, marked) in time order."""
-    session_id = check_text('session_id', session_id, max_chars=256)
+    session_id = check_text('session_id', session_id, max_chars=256, stored=True)
     return _guard(ctx, lambda: _episode(ctx, session_id))
 
 

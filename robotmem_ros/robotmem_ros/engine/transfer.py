@@ -18,7 +18,9 @@ and field) never leaves half an import: numbers must be finite (``NaN``, ``Infin
 overflowing ``1e999`` are refused), every stored string must be storable as UTF-8 (no lone
 surrogates), and every JSON object stored (a memory's or session's context, a session's summary)
 passes the checks Learn applies, within the importing engine's size and depth limits (a
-memory's context with the room a perception's data and metadata take side by side).
+memory's context with the room a perception's data and metadata take side by side). Texts are
+taken as any earlier version may have stored them (an invisible session id, a long category),
+so a store's own export always imports.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import snapshot
 from robotmem_ros.engine.transfer_store import COUNTERS, TIMES
 from robotmem_ros.engine.validation import (check_count, check_encodable, check_finite,
-                                            check_range, check_text, check_timestamp, json_object,
-                                            MAX_CATEGORY_CHARS)
+                                            check_range, check_text, check_timestamp, json_object)
 from robotmem_ros.errors import StorageError, ValidationError
 
 
@@ -311,8 +312,7 @@ def _memory(obj: dict[str, Any], where: str, collection: str, limits: _Limits
             'content': _text(obj, 'content', where),
             'collection': collection or _text(obj, 'collection', where),
             'session_id': obj.get('session_id') or None,
-            'category': _text(obj, 'category', where, required=False,
-                              max_chars=MAX_CATEGORY_CHARS),
+            'category': _text(obj, 'category', where, required=False),
             'perception_type': _text(obj, 'perception_type', where, required=False),
             'kind': _choice(obj, 'kind', ('episodic', 'semantic'), where),
             'confidence': _confidence(obj, where),
@@ -351,12 +351,12 @@ def _tags(obj: dict[str, Any], where: str, max_chars: int) -> list[str]:
     return tags
 
 
-def _text(obj: dict[str, Any], name: str, where: str, required: bool = True,
-          max_chars: int = 100_000) -> str:
+def _text(obj: dict[str, Any], name: str, where: str, required: bool = True) -> str:
+    """Return a text field as any version may have stored it (stored=True: check_text)."""
     value = obj.get(name, None if required else '')
     if not isinstance(value, str) or (required and not value.strip()):
         raise ValidationError(f'{where}: {name} must be a non-empty string')
-    check_text(f'{where}: {name}', value, max_chars=max_chars, required=required)
+    check_text(f'{where}: {name}', value, max_chars=100_000, required=required, stored=True)
     return value
 
 

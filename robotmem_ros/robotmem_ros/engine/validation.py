@@ -32,14 +32,22 @@ RECALL_CHANNELS = ('bm25', 'vector')
 _INVISIBLE_CATEGORIES = ('Cf',)
 
 
-def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) -> str:
-    """Return the stripped text or raise ValidationError (empty, too long, not UTF-8-encodable)."""
+def check_text(name: str, value: Any, *, max_chars: int, required: bool = True,
+               stored: bool = False) -> str:
+    """
+    Return the stripped text or raise ValidationError (empty, too long, not UTF-8-encodable).
+
+    Text made only of invisible characters is refused: stored, it would name nothing a later
+    call accepts. ``stored`` names a value a store may already hold (an import, a fleet pull,
+    the session an EndSession ends): an earlier version took such text, so only empty text is
+    refused there, or what it stored could never be moved or ended.
+    """
     if not isinstance(value, str):
         raise ValidationError(f'{name} must be a string')
     text = value.strip()
-    if required and not _visible(text):
+    if required and not (text if stored else _visible(text)):
         raise ValidationError(f'{name} must not be empty')
-    if text and not _visible(text):  # stored, it would name nothing a later call accepts
+    if text and not stored and not _visible(text):
         raise ValidationError(f'{name} holds only invisible characters: give a visible one '
                               'or none')
     if len(text) > max_chars:

@@ -461,9 +461,11 @@ class VectorIndex:
             # that the approximate stage answers, which needs the mask alone.
             selection = self._select(collection, session_id, type_, exclude_session, context)
             mask, selected_count = selection.bits[:selection.size], selection.count
-            if selected_count == 0:
-                return {}
             query = np.frombuffer(code_of(vector), dtype=np.uint64)
+            # Held rows of another width: another model's, loaded before the engine saw the
+            # store change models (it resets the index when it does): none is this query's.
+            if selected_count == 0 or query.size != self._words:
+                return {}
             codes = self._codes
             rescore = functools.partial(
                 self._best_first, conn, vector, self._ids, self._seqs,

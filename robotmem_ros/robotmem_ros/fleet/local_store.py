@@ -295,7 +295,8 @@ def refusal(row: HubRow, config: MemoryConfig) -> str:
                 raise ValidationError(f'{name} must be one of {", ".join(allowed)}')
         check_searchable('content', check_text('content', row.content,
                                                max_chars=config.max_insight_chars))
-        check_text('category', row.category, max_chars=MAX_CATEGORY_CHARS, required=False)
+        check_text('category', row.category, max_chars=MAX_CATEGORY_CHARS, required=False,
+                   stored=True)
         check_range('confidence', row.confidence, 0.0, 1.0)
         check_timestamp('created_at', row.created_at)
         json_object('context', row.context, max_bytes=config.max_json_bytes,
