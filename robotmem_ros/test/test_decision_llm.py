@@ -183,8 +183,10 @@ def test_legacy_merge_decision(server):
 
 
 def test_history_category_prompt_forbids_merge_and_merge_becomes_skip(server):
-    cand = Candidate('grasp of cup_3 failed at 14:02 because the pad slipped', 'event')
-    peers = [Existing(7, 'grasp of cup_3 failed at 14:02', 'event', {}, 1.0, 0.9)]
+    # Worded without an event verb ("failed" makes either text a record, never rewritten
+    # whatever its category): the category alone forbids the merge here.
+    cand = Candidate('grasp of cup_3 slipped at 14:02 because the pad was wet', 'event')
+    peers = [Existing(7, 'grasp of cup_3 slipped at 14:02', 'event', {}, 1.0, 0.9)]
     server.script.replies.append((200, chat(json.dumps(
         {'decision': 'none', 'list': [{'index': 1, 'decide': 'merge'}]})), 0.0))
     out = LLMDecider(f'http://127.0.0.1:{server.server_port}', 'm', 5.0).decide(cand, peers)

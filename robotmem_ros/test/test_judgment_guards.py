@@ -65,6 +65,8 @@ DIFFERENT = [
     ("put the cup's lid on the box", "put the box's lid on the cup", 'roles'),
     ("put the cup in the cabinet's top drawer", 'put the cup in the top drawer', 'added owner'),
     ("Caroline's dog is Max", "Melanie's dog is Max", 'owner'),
+    ('货架第2层放着螺丝刀', '货架第3层放着螺丝刀', 'quantity'),
+    ('桌子上有3个杯子', '桌子上有5个杯子', 'quantity'),
 ]
 
 # Paraphrases that differ only in wording: one fact.
@@ -130,6 +132,8 @@ def test_span_judge_can_only_equate_ordinary_words():
     ('grip_force: 12 N', '', 'grip_force: 12 N'),
     ('gripper status: closed', '', 'gripper status: closed'),
     ('camera_wrist offset: x=0.012 m', '', 'camera_wrist offset: x=0.012 m'),
+    ('导航：到达走廊的第3个路点', '导航', '到达走廊的第3个路点'),  # no space after '：'
+    ('nav: reached waypoint 7', 'nav', 'reached waypoint 7'),
 ])
 def test_source_prefix_is_not_an_attribute(text, source, statement):
     assert judgment.split_source(text) == (source, statement)
@@ -160,6 +164,7 @@ UPDATES = [
      'grip force for ceramic cups is 14N after the gripper pad change'),
     ('pose of shelf_1 is x=1.2 y=0.5 yaw=90 deg', 'pose of shelf_1 is x=1.4 y=0.5 yaw=90 deg'),
     ('the default planner is RRT', 'the default planner is PRM'),
+    ('夹爪力度为12牛', '夹爪力度为15牛'),  # a number written against Chinese characters
 ]
 
 # Never an update: another object, a source line, a detection, a conversation turn.
@@ -174,7 +179,17 @@ NOT_UPDATES = [
      'Caroline: The transgender stories were so inspiring! I was so happy and thankful.'),
     ('Melanie: I am swamped with the kids and work these days.',
      'Melanie: I am taking the kids camping next month, they love it.'),
+    ('base: stopped at 14:02', 'base: stopped at 14:07'),  # events, by the verb as written
+    ('the grasp failed at 14:02', 'the grasp failed at 14:05'),
+    ('[14:02] nav: reached waypoint 4', '[14:05] nav: reached waypoint 4'),
+    ('视觉：检测到2个人', '视觉：检测到4个人'),
 ]
+
+
+def test_an_event_is_told_by_the_verb_as_written():
+    # "stop" is the stem of "stopped" and an instruction's verb as well.
+    assert judgment.is_record('the arm stopped at the door')
+    assert not judgment.is_record('stop the arm at the door')
 
 
 @pytest.mark.parametrize('old,new', UPDATES)
@@ -289,5 +304,18 @@ def test_consolidation_never_merges_records_or_distinct_facts(tmp_path):
                  'pick up the cup and place it in the caddy',
                  'open the top layer of the drawer', 'open the middle layer of the drawer'):
         engine.learn(text, {'confidence': 0.5}, session_id=session)
+    assert engine.end_session(session).superseded_count == 0
+    engine.close()
+
+
+def test_consolidation_by_a_shared_value_keeps_a_one_word_edit_apart(tmp_path):
+    # The same measured value merges reworded facts from a low cosine (the consolidation
+    # example, test_engine_session.py); a text that replaces one word is another subject.
+    engine = make_engine(tmp_path, embed=True)
+    session = engine.start_session().session_id
+    for text in ('the mug weighs 350g', 'the bowl weighs 350g', 'press the button with 5N',
+                 'press the switch with 5N', 'tighten the bolt to 25Nm',
+                 'loosen the bolt at 25Nm'):
+        assert engine.learn(text, session_id=session).status == 'created'
     assert engine.end_session(session).superseded_count == 0
     engine.close()

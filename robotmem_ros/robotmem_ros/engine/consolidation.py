@@ -76,7 +76,8 @@ def pair_similarity(a: Candidate, b: Candidate, config: MemoryConfig) -> float |
            if a.vector is not None and b.vector is not None else None)
     if (fa.measures and fa.measures == fb.measures and cos is not None
             and cos >= config.consolidation_numeric_cosine_threshold):
-        if judgment.conflict(fa, fb) or judgment.protected_difference(fa, fb):
+        if (judgment.conflict(fa, fb) or judgment.protected_difference(fa, fb)
+                or _one_word_replaced(fa, fb)):
             return None
         return cos
     jac = textmod.jaccard(fa.jaccard, fb.jaccard)
@@ -86,6 +87,21 @@ def pair_similarity(a: Candidate, b: Candidate, config: MemoryConfig) -> float |
     if best is None or judgment.difference(fa, fb):
         return None
     return best
+
+
+def _one_word_replaced(a: judgment.Features, b: judgment.Features) -> bool:
+    """
+    Tell whether one text replaces or adds a single content word and the guard calls it content.
+
+    The same measured value lets two reworded facts merge from a low cosine (the example in
+    docs/memory.md: "grip_force=12.5N works for cups" / "force 12.5N best for cup grasping",
+    two words or more changed on each side). A text that keeps every word but one is a minimal
+    edit, the form a different subject or object takes ("the mug weighs 350g" / "the bowl
+    weighs 350g", "press the button with 5N" / "press the switch with 5N"): there the guard
+    decides, as in every other layer.
+    """
+    return (min(len(a.bag - b.bag), len(b.bag - a.bag)) <= 1
+            and bool(judgment.difference(a, b)))
 
 
 def neighbours(items: Sequence[Candidate], config: MemoryConfig) -> dict[int, set[int]]:

@@ -124,16 +124,21 @@ SOURCES = frozenset("""
 vision camera lidar sonar radar imu sensor sensors gps odometry odom perception detector
 detection robot user operator system log logger planner controller agent assistant human
 speaker note event alert warning error info debug audio microphone mic tactile force_sensor
-obstacle
+obstacle nav navigation localization safety
+视觉 相机 摄像头 激光雷达 雷达 传感器 导航 定位 机器人 用户 系统 日志 安全
 """.split())
-_PREFIX = re.compile(r'^\s*([^\W\d][\w .\'-]{0,39}?)\s*[:：]\s+(?=\S)')
+# ``name: statement``; a full-width colon needs no space after it (Chinese writes none).
+_PREFIX = re.compile(r'^\s*([^\W\d][\w .\'-]{0,39}?)\s*(?::\s+|：\s*)(?=\S)')
 _STATEMENT_MIN_WORDS = 3
 _PRONOUNS = frozenset('i we you he she they it my our your his her their me us'.split())
 
-# Verbs that make a text a record of something that happened or was sensed.
+_WORDS = re.compile(r'[^\W\d_]+')
+# Verbs that make a text a record of something that happened or was sensed (matched as stems
+# and as written).
 EVENT_WORDS = frozenset("""
 detected detect detects observed saw seen heard spotted noticed happened occurred went came
-said told asked visited met dropped bumped collided arrived
+said told asked visited met dropped bumped collided arrived reached stopped started finished
+completed failed exceeded triggered pressed released
 """.split())
 
 
@@ -302,7 +307,10 @@ def features(text: str) -> Features:
     parts = _CLAUSE.split(statement.casefold())
     clauses = tuple(c for c in (content_words(part) for part in parts) if c)
     content = content_words(statement)
-    record = bool(source) or any(t in EVENT_WORDS for t in textmod.tokenize(text.casefold()))
+    # Stems ("detect") and the words as written: a stem of "stopped" is "stop", which an
+    # instruction ("stop at the door") holds too; the past tense is what tells an event.
+    record = bool(source) or any(t in EVENT_WORDS for t in (
+        *textmod.tokenize(text.casefold()), *_WORDS.findall(text.casefold())))
     measures = frozenset(t for t in tokens if t[0].isdigit() and not t[-1].isdigit())
     order = textmod.numbers_in_order(text)
     return Features(text, content, frozenset(content), frozenset(order), order, measures,

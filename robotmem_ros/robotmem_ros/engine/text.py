@@ -31,7 +31,10 @@ _UNICODE61_BREAKS = '\u19b0-\u19c0\u19c8\u19c9\u1cf2\u1cf3'
 # may carry digits ("ur5e").
 _LATIN_TOKEN = re.compile(rf'\d+(?:\.\d+)?[^\W\d_{_UNICODE61_BREAKS}]*%?'
                           rf'|[^\W\d_{_UNICODE61_BREAKS}][^\W_{_UNICODE61_BREAKS}]*')
-_NUMBER = re.compile(r'(?<![\w.])[-+]?\d+(?:\.\d+)?')
+# A number starts after no letter or digit (``ur5e`` holds none) or right after a Han, kana or
+# Hangul character: Chinese writes ``第2层``, ``12牛`` without a space.
+_CJK = '\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af'
+_NUMBER = re.compile(rf'(?:(?<![\w.])|(?<=[{_CJK}]))[-+]?\d+(?:\.\d+)?')
 _WS = re.compile(r'\s+')
 _QUOTED = re.compile(r'"((?:[^"]|"")*)"')  # a term of fts_match's expressions
 
