@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 import functools
+import itertools
 import re
 from typing import Callable, Sequence
 
@@ -111,6 +112,14 @@ _CLAUSE = re.compile(r'\s*(?:[,;!?。；，]|\.(?=\s|$)|\band\b|\bthen\b)\s*')
 ROLE_WORDS = ATTRIBUTES | SPATIAL | GOAL_PREPOSITIONS | ORDINALS
 # Prepositions whose landmark (the next word) says where or on what: "on the book".
 RELATIONS = GOAL_PREPOSITIONS | frozenset('under above below behind between next_to'.split())
+# Prepositions whose object says where a thing comes from or goes, or what it is measured
+# against: "from the kitchen to the office", "gave the book to Bob", "heavier than the glass",
+# "to the left of the bowl", "replace the old filter with the new". Function words to the
+# content words, so their roles are compared apart (``path_objects``).
+PATH_PREPOSITIONS = frozenset('from to into onto toward towards than of with after before'
+                              .split())
+_PHRASE_ENDS = (FUNCTION_WORDS | RELATIONS | PATH_PREPOSITIONS
+                | frozenset('during around near'.split()))
 # "the cabinet's top drawer": an owner word, how many words it may own, and the words that
 # end what it owns (besides the end of a phrase).
 _OWNER = re.compile(r"([^\W\d_][\w-]*)['’]s", re.IGNORECASE)
@@ -124,22 +133,26 @@ SOURCES = frozenset("""
 vision camera lidar sonar radar imu sensor sensors gps odometry odom perception detector
 detection robot user operator system log logger planner controller agent assistant human
 speaker note event alert warning error info debug audio microphone mic tactile force_sensor
-obstacle nav navigation localization safety
-视觉 相机 摄像头 激光雷达 雷达 传感器 导航 定位 机器人 用户 系统 日志 安全
+obstacle 视觉 相机 摄像头 激光雷达 雷达 传感器 机器人 用户 系统 日志
 """.split())
 # ``name: statement``; a full-width colon needs no space after it (Chinese writes none).
 _PREFIX = re.compile(r'^\s*([^\W\d][\w .\'-]{0,39}?)\s*(?::\s+|：\s*)(?=\S)')
 _STATEMENT_MIN_WORDS = 3
 _PRONOUNS = frozenset('i we you he she they it my our your his her their me us'.split())
 
-_WORDS = re.compile(r'[^\W\d_]+')
-# Verbs that make a text a record of something that happened or was sensed (matched as stems
-# and as written).
-EVENT_WORDS = frozenset("""
-detected detect detects observed saw seen heard spotted noticed happened occurred went came
-said told asked visited met dropped bumped collided arrived reached stopped started finished
-completed failed exceeded triggered pressed released
+# Verbs that make a text a record of something that happened or was sensed, as stems (the
+# tokens are stemmed: "detected" is "detect").
+EVENT_WORDS = frozenset('detect saw seen heard went came said told met'.split())
+# Past tenses that tell an event where they are the verb, matched as written: their stems are
+# also an instruction's verbs ("stop at the door", "drop the cup"). Before a noun they describe
+# it ("a failed grasp needs 8N", "the released version", "stopped robots must wait"): no event.
+EVENT_PAST = frozenset("""
+observed spotted noticed happened occurred asked visited dropped bumped collided arrived
+reached stopped started finished completed failed exceeded triggered pressed released
 """.split())
+_DETERMINERS = frozenset('a an the this that these those every each any no some its their our '
+                         'my your his her'.split())
+_WORDS = re.compile(r'[^\W\d_]+')
 
 
 @dataclass(frozen=True)
@@ -158,6 +171,7 @@ class Features:
     clauses: tuple[tuple[str, ...], ...]
     source: str
     record: bool
+    paths: tuple[tuple[str, str], ...]  # (preposition, the word it takes): ``path_objects``
 
 
 def _canonical(token: str) -> str:
@@ -307,15 +321,25 @@ def features(text: str) -> Features:
     parts = _CLAUSE.split(statement.casefold())
     clauses = tuple(c for c in (content_words(part) for part in parts) if c)
     content = content_words(statement)
-    # Stems ("detect") and the words as written: a stem of "stopped" is "stop", which an
-    # instruction ("stop at the door") holds too; the past tense is what tells an event.
-    record = bool(source) or any(t in EVENT_WORDS for t in (
-        *textmod.tokenize(text.casefold()), *_WORDS.findall(text.casefold())))
+    record = (bool(source) or any(t in EVENT_WORDS for t in textmod.tokenize(text.casefold()))
+              or _tells_an_event(_WORDS.findall(statement.casefold())))
     measures = frozenset(t for t in tokens if t[0].isdigit() and not t[-1].isdigit())
     order = textmod.numbers_in_order(text)
     return Features(text, content, frozenset(content), frozenset(order), order, measures,
                     textmod.jaccard_tokens(text), textmod.is_negated(tokens),
-                    frozenset(tokens), clauses, source, record)
+                    frozenset(tokens), clauses, source, record, path_objects(statement))
+
+
+def _tells_an_event(words: Sequence[str]) -> bool:
+    """Return True when a word of ``EVENT_PAST`` stands as the verb of ``words``."""
+    for i, word in enumerate(words):
+        if word not in EVENT_PAST:
+            continue
+        describes = (i > 0 and words[i - 1] in _DETERMINERS) or (
+            i == 0 and i + 1 < len(words) and words[i + 1] not in FUNCTION_WORDS)
+        if not describes:
+            return True
+    return False
 
 
 def conflict(a: Features, b: Features) -> str:
@@ -478,11 +502,52 @@ def _same_roles(a: Features, b: Features) -> bool:
 
     Swapping the mugs of "put the white mug on the left plate and the yellow mug on the right
     plate" keeps every word but reorders white / left / yellow / right; "the cup is on the
-    book" and "the book is on the cup" put 'on' before another word. Other reorderings
-    ("under full load the battery lasts 4 hours") keep both and are wording.
+    book" and "the book is on the cup" put 'on' before another word. A preposition both texts
+    use takes the same shared words in both ("from the kitchen to the office" / "from the
+    office to the kitchen" does not). Other reorderings ("under full load the battery lasts 4
+    hours") keep both and are wording.
     """
     shared = a.bag & b.bag
-    return _roles(a.content, shared) == _roles(b.content, shared)
+    return (_roles(a.content, shared) == _roles(b.content, shared)
+            and not _paths_swapped(a.paths, b.paths, shared))
+
+
+def _paths_swapped(a: tuple[tuple[str, str], ...], b: tuple[tuple[str, str], ...],
+                   shared: frozenset[str]) -> bool:
+    """
+    Tell whether a preposition both texts use takes other shared words in each.
+
+    Only disjoint sets count: a phrase one text adds ("sitting at a table of the restaurant")
+    gives a preposition one more word, not another one.
+    """
+    for preposition in {p for p, _ in a} & {p for p, _ in b}:
+        words_a = {w for p, w in a if p == preposition and w in shared}
+        words_b = {w for p, w in b if p == preposition and w in shared}
+        if words_a and words_b and not words_a & words_b:
+            return True
+    return False
+
+
+def path_objects(statement: str) -> tuple[tuple[str, str], ...]:
+    """
+    Return (preposition, the head of what it takes) for each ``PATH_PREPOSITIONS`` word.
+
+    The head is the last content word of the phrase ("with a blue tennis ball": ``ball``),
+    read on the tokens ``content_words`` reads (``X's Y`` as ``Y of X``); ``to`` of ``next
+    to`` is a relation's, and a number is no object ("with 5N").
+    """
+    out = []
+    for part in _CLAUSE.split(_of_genitive(statement)):  # a phrase ends with its clause
+        tokens = textmod.tokenize(part)
+        for i, token in enumerate(tokens):
+            if token not in PATH_PREPOSITIONS or (token == 'to' and i and tokens[i - 1] == 'next'):
+                continue
+            phrase = list(itertools.takewhile(
+                lambda t: t not in _PHRASE_ENDS,
+                itertools.dropwhile(lambda t: t in FUNCTION_WORDS, tokens[i + 1:])))
+            if phrase and not phrase[-1][0].isdigit():
+                out.append((token, _canonical(phrase[-1])))
+    return tuple(out)
 
 
 def _roles(words: tuple[str, ...], shared: frozenset[str]) -> tuple[tuple[str, ...], list]:

@@ -293,8 +293,8 @@ def _non_finite_path(line: str) -> str:
 
 def _session(obj: dict[str, Any], where: str, collection: str, limits: _Limits
              ) -> dict[str, Any]:
-    item = {'id': _text(obj, 'id', where), 'collection': collection or _text(obj, 'collection',
-                                                                             where),
+    item = {'id': _text(obj, 'id', where, stored=True),
+            'collection': collection or _text(obj, 'collection', where),
             'started_at': _time(obj, 'started_at', where),
             'ended_at': _time(obj, 'ended_at', where, optional=True),
             'outcome_score': _number(obj, 'outcome_score', where, optional=True),
@@ -312,8 +312,9 @@ def _memory(obj: dict[str, Any], where: str, collection: str, limits: _Limits
             'content': _text(obj, 'content', where),
             'collection': collection or _text(obj, 'collection', where),
             'session_id': obj.get('session_id') or None,
-            'category': _text(obj, 'category', where, required=False),
-            'perception_type': _text(obj, 'perception_type', where, required=False),
+            'category': _text(obj, 'category', where, required=False, stored=True),
+            'perception_type': _text(obj, 'perception_type', where, required=False,
+                                     stored=True),
             'kind': _choice(obj, 'kind', ('episodic', 'semantic'), where),
             'confidence': _confidence(obj, where),
             'status': _choice(obj, 'status', schema.STATUSES, where),
@@ -321,7 +322,7 @@ def _memory(obj: dict[str, Any], where: str, collection: str, limits: _Limits
             'created_at': _time(obj, 'created_at', where),
             'context': limits.context(obj, 'context', where)}
     if item['session_id'] is not None:
-        item['session_id'] = _text(obj, 'session_id', where)
+        item['session_id'] = _text(obj, 'session_id', where, stored=True)
     if item['superseded_by'] is not None:
         item['superseded_by'] = _int(obj, 'superseded_by', where)
     for name in TIMES:
@@ -351,12 +352,18 @@ def _tags(obj: dict[str, Any], where: str, max_chars: int) -> list[str]:
     return tags
 
 
-def _text(obj: dict[str, Any], name: str, where: str, required: bool = True) -> str:
-    """Return a text field as any version may have stored it (stored=True: check_text)."""
+def _text(obj: dict[str, Any], name: str, where: str, required: bool = True,
+          stored: bool = False) -> str:
+    """
+    Return a text field; ``stored``: as an earlier version may have stored it.
+
+    Session ids, categories and perception types made only of invisible characters were once
+    taken (``check_text(stored=True)``); texts and collections never were.
+    """
     value = obj.get(name, None if required else '')
     if not isinstance(value, str) or (required and not value.strip()):
         raise ValidationError(f'{where}: {name} must be a non-empty string')
-    check_text(f'{where}: {name}', value, max_chars=100_000, required=required, stored=True)
+    check_text(f'{where}: {name}', value, max_chars=100_000, required=required, stored=stored)
     return value
 
 
