@@ -189,8 +189,11 @@ def test_import_refuses_a_number_json_cannot_carry(tmp_path, record, field, lite
     number = next(i for i, line in enumerate(lines, 1) if line['record'] == record)
     lines[number - 1][field] = {**(lines[number - 1][field] or {}), 'reading': '@RAW@'}
     bad = write_lines(tmp_path / 'bad.jsonl', lines, literal)
-    assert_refused(tmp_path, bad, re.escape(f'{bad}:{number}: {field}') + r"\['reading'\]"
-                   r'.* (not finite|must be finite)')
+    # A literal JSON lacks fails the parse; a number past a double (1e999) is infinite, and the
+    # check of the object names it.
+    assert_refused(tmp_path, bad, re.escape(f'{bad}:{number}: ') + (
+        rf"{field}\['reading'\].* not finite" if literal.endswith('e999')
+        else 'invalid JSON .* is not a valid JSON number'))
     engine = make_engine(tmp_path, name='good.db')
     try:  # the same file without the bad number imports and exports again
         lines[number - 1][field]['reading'] = 1.5
@@ -227,10 +230,10 @@ def test_import_refuses_a_lone_surrogate_before_any_batch_is_written(tmp_path, p
 
 def test_import_refuses_a_context_nested_too_deeply(tmp_path):
     lines = small_export(tmp_path)
-    for levels, error in ((100_000, 'nested too deeply'), (40, 'nested deeper than')):
+    for levels in (100_000, 40):  # past the parser's recursion, and past max_json_depth
         bad = write_lines(tmp_path / 'bad.jsonl', lines[:2] + [
             dict(lines[2], context='@RAW@')], '{"a":' * levels + '1' + '}' * levels)
-        assert_refused(tmp_path, bad, re.escape(f'{bad}:3: ') + f'.*{error}')
+        assert_refused(tmp_path, bad, re.escape(f'{bad}:3: ') + '.*nested deeper than')
 
 
 @pytest.mark.parametrize('field, value', [

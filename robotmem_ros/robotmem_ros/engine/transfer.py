@@ -26,7 +26,6 @@ so a store's own export always imports.
 from __future__ import annotations
 
 import json
-import math
 import os
 import pathlib
 from typing import Any, Callable, Iterator, NamedTuple
@@ -36,7 +35,8 @@ from robotmem_ros.engine.context import EngineContext
 from robotmem_ros.engine.database import snapshot
 from robotmem_ros.engine.transfer_store import COUNTERS, TIMES
 from robotmem_ros.engine.validation import (check_count, check_encodable, check_finite,
-                                            check_range, check_text, check_timestamp, json_object)
+                                            check_range, check_text, check_timestamp, json_object,
+                                            json_object_from_text)
 from robotmem_ros.errors import StorageError, ValidationError
 
 
@@ -213,7 +213,7 @@ def _read(path: pathlib.Path, collection: str, limits: _Limits
     sessions: list[dict[str, Any]] = []
     memories: list[tuple[int, dict[str, Any]]] = []
     try:
-        lines = _lines(path)
+        lines = _lines(path, limits)
         first = next(lines, None)
         if first is None or first[1].get('record') != 'header' \
                 or first[1].get('format') != FORMAT:
@@ -235,15 +235,7 @@ def _read(path: pathlib.Path, collection: str, limits: _Limits
     return sessions, memories
 
 
-class _NotFinite(ValueError):
-    """A ``NaN``, ``Infinity`` or ``-Infinity`` literal, which JSON does not have."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise _NotFinite(name)
-
-
-def _lines(path: pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _lines(path: pathlib.Path, limits: _Limits) -> Iterator[tuple[int, dict[str, Any]]]:
     with open(path, 'rb') as src:  # decoded line by line, so a bad byte names its own line
         for number, raw in enumerate(src, 1):
             where = f'{path}:{number}'
@@ -252,43 +244,8 @@ def _lines(path: pathlib.Path) -> Iterator[tuple[int, dict[str, Any]]]:
             except UnicodeDecodeError as exc:
                 raise ValidationError(f'{where}: not valid UTF-8 ({exc})') from None
             if line.strip():
-                yield number, _parse(line, where)
-
-
-def _parse(line: str, where: str) -> dict[str, Any]:
-    """Parse one line as strict JSON: no NaN/Infinity literals, no runaway nesting."""
-    try:
-        obj = json.loads(line, parse_constant=_refuse_constant)
-    except _NotFinite as exc:
-        raise ValidationError(f'{where}: {_non_finite_path(line)} is {exc}, which JSON cannot '
-                              f'carry (numbers must be finite)') from None
-    except RecursionError:
-        raise ValidationError(f'{where}: not valid JSON (nested too deeply)') from None
-    except ValueError as exc:
-        raise ValidationError(f'{where}: not valid JSON ({exc})') from None
-    if not isinstance(obj, dict):
-        raise ValidationError(f'{where}: expected a JSON object')
-    return obj
-
-
-def _non_finite_path(line: str) -> str:
-    """Name the first non-finite number of a line as ``field['key'][index]``."""
-    try:
-        pending: list[tuple[Any, str]] = [(json.loads(line), '')]
-    except (ValueError, RecursionError):  # invalid past the constant too: no name to give
-        return 'a number'
-    while pending:
-        item, name = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return name or 'a number'
-        if isinstance(item, dict):
-            children = [(v, f'{name}[{k!r}]' if name else k) for k, v in item.items()]
-        elif isinstance(item, list):
-            children = [(v, f'{name}[{i}]') for i, v in enumerate(item)]
-        else:
-            continue
-        pending.extend(reversed(children))  # depth first, in the line's order
-    return 'a number'
+                yield number, json_object_from_text(line, what=where,
+                                                    max_depth=limits.max_depth + 1)
 
 
 def _session(obj: dict[str, Any], where: str, collection: str, limits: _Limits

@@ -161,6 +161,28 @@ def check_encodable(name: str, text: str) -> None:
         raise ValidationError(f'{name} is not valid UTF-8 (lone surrogate)') from None
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f'{name} is not a valid JSON number')
+
+
+def json_object_from_text(text: str, *, what: str, max_depth: int) -> dict[str, Any]:
+    """
+    Parse JSON object text strictly, the one parser of JSON text (requests, the CLI, imports).
+
+    NaN and Infinity are refused (JSON has no such numbers), nesting that outruns the parser is
+    reported against ``max_depth`` (the checks of the parsed dict then apply it exactly).
+    """
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValidationError(f'{what}: nested deeper than {max_depth} levels') from None
+    except ValueError as exc:
+        raise ValidationError(f'{what}: invalid JSON ({exc})') from None
+    if not isinstance(value, dict):
+        raise ValidationError(f'{what}: must be a JSON object, got {type(value).__name__}')
+    return value
+
+
 def json_object(name: str, value: Any, *, max_bytes: int, max_depth: int) -> dict:
     """Check a JSON object field (None → {}) against the size/depth limits, storable as UTF-8."""
     obj = check_json_object(value, what=name, max_bytes=max_bytes, max_depth=max_depth)

@@ -9,19 +9,15 @@ and keeps ROS types out of the engine. JSON text is parsed here (and by the CLI,
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable
 
 from robotmem_msgs.msg import Memory, PerceptionData
 from robotmem_ros.config import MemoryConfig
+from robotmem_ros.engine.validation import json_object_from_text
 from robotmem_ros.errors import ValidationError
 from robotmem_ros.types import (EndSessionResult, LearnResult, MemoryRecord, PerceptionInput,
                                 RecallResult)
 from robotmem_ros.wire import from_time, to_json, to_time
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f'{name} is not a valid JSON number')
 
 
 def parse_json_object(text: str, *, what: str, max_bytes: int,
@@ -37,15 +33,7 @@ def parse_json_object(text: str, *, what: str, max_bytes: int,
         raise ValidationError(f'{what}: larger than {max_bytes} bytes')
     if not text.strip():
         return None
-    try:
-        value = json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise ValidationError(f'{what}: nested deeper than {max_depth} levels') from None
-    except ValueError as exc:
-        raise ValidationError(f'{what}: invalid JSON ({exc})') from None
-    if not isinstance(value, dict):
-        raise ValidationError(f'{what}: must be a JSON object, got {type(value).__name__}')
-    return value
+    return json_object_from_text(text, what=what, max_depth=max_depth)
 
 
 def json_field(text: str, what: str, config: MemoryConfig) -> dict[str, Any] | None:
