@@ -231,8 +231,8 @@ class Database:
             return
         version = conn.execute('PRAGMA data_version').fetchone()[0]
         if version != self._outside_version:
-            self._outside_version = version
             self.on_outside_commit(conn)
+            self._outside_version = version  # after: a hook that failed runs again next write
 
     def _count_step(self, conn: Any, version: int) -> None:
         """

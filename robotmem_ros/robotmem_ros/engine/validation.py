@@ -23,8 +23,8 @@ TIMESTAMP_MAX = float(2**31 - 1)
 PLAUSIBLE_STAMP_MIN = 946_684_800.0  # 2000-01-01T00:00:00Z
 SQLITE_INT_MAX = 2**63 - 1
 MAX_RECALL_N = 100
-# A category is a label: Learn, import and fleet pulls refuse a longer one alike, so that what one
-# path stored another never refuses (an export, a fleet copy).
+# A category is a label: Learn refuses a longer one, as fleet pulls do, so that a fleet copy of
+# what Learn stored is never refused. Import takes the longer ones an earlier Learn stored.
 MAX_CATEGORY_CHARS = 256
 RECALL_CHANNELS = ('bm25', 'vector')
 # Characters that render as nothing: whitespace is handled by strip(); these are format

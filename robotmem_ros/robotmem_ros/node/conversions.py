@@ -3,8 +3,9 @@ Engine results <-> ROS messages, in one place.
 
 The engine speaks plain Python (epoch floats, dicts); messages speak builtin_interfaces/Time
 and JSON strings. Keeping every translation here lets the service adapters stay one line each
-and keeps ROS types out of the engine. JSON text is parsed here (and by the CLI, through
-``parse_json_object``) and nowhere else; the engine checks the parsed dicts.
+and keeps ROS types out of the engine. A request's JSON text is parsed here (and the CLI's,
+through ``parse_json_object``), with the engine's one strict parser
+(``validation.json_object_from_text``, which import uses too); the engine checks the dicts.
 """
 
 from __future__ import annotations
